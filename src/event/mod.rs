@@ -1,0 +1,141 @@
+//! The canonical model: AG-UI 1.0 events, messages and the run input (`specs/agui.md` §2–3).
+//!
+//! Every dialect reader produces these types and every writer consumes them, so this module
+//! is the one vocabulary the gateway speaks inside. Serialisation follows the 1.0 rules:
+//! camelCase keys, optional fields omitted (never `null`), integer millisecond timestamps.
+//! Fields a type does not know are kept in an `extra` map, so nothing a newer producer adds
+//! is lost before a writer decides what to do with it.
+//!
+//! Must not import `proxy`, `aap`, `session` or hyper.
+
+mod input;
+mod message;
+mod types;
+
+pub use input::{Context, Interrupt, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
+pub use message::{
+    ActivityMessage, AssistantMessage, ContentPart, FunctionCall, FunctionKind, MediaPart,
+    Message, MessageContent, PartSource, ReasoningMessage, TextMessage, TextPart, ToolCall,
+    ToolMessage, UserMessage,
+};
+pub use types::*;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Protocol version the gateway speaks and announces.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// Fields every event may carry (`agui.md` §2.1), plus whatever the model does not know.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventBase {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_event: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_run_id: Option<String>,
+    /// Unknown fields, kept verbatim. A strict writer folds them into `metadata`.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Declares the event enum, its fieldless `EventType` twin and the wire names in one place,
+/// so the 31 names can never drift apart.
+macro_rules! events {
+    ($($variant:ident($payload:ident) = $wire:literal,)*) => {
+        /// One AG-UI 1.0 event, tagged by `type`.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "type")]
+        pub enum Event {
+            $(#[serde(rename = $wire)] $variant($payload),)*
+        }
+
+        /// The `type` of an event, without its payload.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventType { $($variant,)* }
+
+        impl EventType {
+            /// Every 1.0 event type, in declaration order.
+            pub const ALL: &'static [EventType] = &[$(EventType::$variant,)*];
+
+            /// The wire name (`"TEXT_MESSAGE_START"`).
+            pub const fn as_str(self) -> &'static str {
+                match self { $(EventType::$variant => $wire,)* }
+            }
+
+            /// Parses an exact 1.0 wire name.
+            pub fn from_wire(name: &str) -> Option<EventType> {
+                match name { $($wire => Some(EventType::$variant),)* _ => None }
+            }
+        }
+
+        impl Event {
+            /// The event's type.
+            pub fn event_type(&self) -> EventType {
+                match self { $(Event::$variant(_) => EventType::$variant,)* }
+            }
+
+            /// The base fields (timestamp, metadata, …).
+            pub fn base(&self) -> &EventBase {
+                match self { $(Event::$variant(e) => &e.base,)* }
+            }
+
+            /// The base fields, mutably.
+            pub fn base_mut(&mut self) -> &mut EventBase {
+                match self { $(Event::$variant(e) => &mut e.base,)* }
+            }
+        }
+
+        $(impl From<$payload> for Event {
+            fn from(e: $payload) -> Event { Event::$variant(e) }
+        })*
+    };
+}
+
+events! {
+    RunStarted(RunStarted) = "RUN_STARTED",
+    RunFinished(RunFinished) = "RUN_FINISHED",
+    RunError(RunError) = "RUN_ERROR",
+    StepStarted(StepStarted) = "STEP_STARTED",
+    StepFinished(StepFinished) = "STEP_FINISHED",
+    TextMessageStart(TextMessageStart) = "TEXT_MESSAGE_START",
+    TextMessageContent(TextMessageContent) = "TEXT_MESSAGE_CONTENT",
+    TextMessageEnd(TextMessageEnd) = "TEXT_MESSAGE_END",
+    TextMessageChunk(TextMessageChunk) = "TEXT_MESSAGE_CHUNK",
+    ToolCallStart(ToolCallStart) = "TOOL_CALL_START",
+    ToolCallArgs(ToolCallArgs) = "TOOL_CALL_ARGS",
+    ToolCallEnd(ToolCallEnd) = "TOOL_CALL_END",
+    ToolCallChunk(ToolCallChunk) = "TOOL_CALL_CHUNK",
+    ToolCallResult(ToolCallResult) = "TOOL_CALL_RESULT",
+    StateSnapshot(StateSnapshot) = "STATE_SNAPSHOT",
+    StateDelta(StateDelta) = "STATE_DELTA",
+    MessagesSnapshot(MessagesSnapshot) = "MESSAGES_SNAPSHOT",
+    ActivitySnapshot(ActivitySnapshot) = "ACTIVITY_SNAPSHOT",
+    ActivityDelta(ActivityDelta) = "ACTIVITY_DELTA",
+    ReasoningStart(ReasoningStart) = "REASONING_START",
+    ReasoningMessageStart(ReasoningMessageStart) = "REASONING_MESSAGE_START",
+    ReasoningMessageContent(ReasoningMessageContent) = "REASONING_MESSAGE_CONTENT",
+    ReasoningMessageEnd(ReasoningMessageEnd) = "REASONING_MESSAGE_END",
+    ReasoningMessageChunk(ReasoningMessageChunk) = "REASONING_MESSAGE_CHUNK",
+    ReasoningEnd(ReasoningEnd) = "REASONING_END",
+    ReasoningEncryptedValue(ReasoningEncryptedValue) = "REASONING_ENCRYPTED_VALUE",
+    SubagentStarted(SubagentStarted) = "SUBAGENT_STARTED",
+    SubagentFinished(SubagentFinished) = "SUBAGENT_FINISHED",
+    SubagentError(SubagentError) = "SUBAGENT_ERROR",
+    Raw(Raw) = "RAW",
+    Custom(Custom) = "CUSTOM",
+}
+
+impl Event {
+    /// `RUN_FINISHED` or `RUN_ERROR`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Event::RunFinished(_) | Event::RunError(_))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,3 @@
+//! dialect-proxy: a streaming gateway that translates agent-UI protocols event by event.
+pub mod event;
+pub mod sse;
