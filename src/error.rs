@@ -1,0 +1,202 @@
+//! The closed set of errors the gateway itself reports (`specs/translation.md` §7), and the one
+//! place that decides how each is rendered: HTTP status before the body starts, a terminal
+//! `RUN_ERROR` code after it, a metric label, and whose fault it was.
+//!
+//! Must not import `proxy`, `aap`, `session` or hyper (`http::StatusCode` is plain data).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use http::StatusCode;
+
+/// Who caused an error; picks 4xx or 5xx and the log level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Client,
+    Upstream,
+    Gateway,
+}
+
+/// A gateway error code. Vendor codes passed through from an upstream are plain strings on the
+/// event and never become an `ErrorCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The request body is not a valid run input.
+    InvalidRequest,
+    /// No route for the path.
+    NotFound,
+    /// Wrong method for the route.
+    MethodNotAllowed,
+    /// The request body exceeds the configured limit.
+    PayloadTooLarge,
+    /// Connecting to the upstream failed or timed out.
+    UpstreamUnavailable,
+    /// The upstream answered a non-2xx status.
+    UpstreamHttp(u16),
+    /// The upstream sent no response headers in time.
+    UpstreamHeadersTimeout,
+    /// The upstream went silent for longer than the idle timeout.
+    UpstreamIdleTimeout,
+    /// The upstream stream ended (or broke) without a terminal event.
+    UpstreamTruncated,
+    /// An upstream payload was not JSON, or not a JSON object.
+    UpstreamMalformed,
+    /// One upstream event exceeded the size limit.
+    UpstreamEventTooLarge,
+    /// The gateway is shutting down and ended the stream.
+    GatewayShutdown,
+}
+
+impl ErrorCode {
+    /// The wire string (`"UPSTREAM_IDLE_TIMEOUT"`).
+    pub fn as_str(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            ErrorCode::UpstreamHttp(status) => {
+                return Cow::Owned(format!("UPSTREAM_HTTP_{status}"))
+            }
+            ErrorCode::UpstreamHeadersTimeout => "UPSTREAM_HEADERS_TIMEOUT",
+            ErrorCode::UpstreamIdleTimeout => "UPSTREAM_IDLE_TIMEOUT",
+            ErrorCode::UpstreamTruncated => "UPSTREAM_TRUNCATED",
+            ErrorCode::UpstreamMalformed => "UPSTREAM_MALFORMED",
+            ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
+            ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
+        })
+    }
+
+    /// A bounded label for metrics (`UpstreamHttp` collapses to one value).
+    pub const fn label(self) -> &'static str {
+        match self {
+            ErrorCode::UpstreamHttp(_) => "UPSTREAM_HTTP",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            ErrorCode::UpstreamHeadersTimeout => "UPSTREAM_HEADERS_TIMEOUT",
+            ErrorCode::UpstreamIdleTimeout => "UPSTREAM_IDLE_TIMEOUT",
+            ErrorCode::UpstreamTruncated => "UPSTREAM_TRUNCATED",
+            ErrorCode::UpstreamMalformed => "UPSTREAM_MALFORMED",
+            ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
+            ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
+        }
+    }
+
+    pub const fn fault(self) -> Fault {
+        match self {
+            ErrorCode::InvalidRequest
+            | ErrorCode::NotFound
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::PayloadTooLarge => Fault::Client,
+            ErrorCode::UpstreamUnavailable
+            | ErrorCode::UpstreamHttp(_)
+            | ErrorCode::UpstreamHeadersTimeout
+            | ErrorCode::UpstreamIdleTimeout
+            | ErrorCode::UpstreamTruncated
+            | ErrorCode::UpstreamMalformed
+            | ErrorCode::UpstreamEventTooLarge => Fault::Upstream,
+            ErrorCode::GatewayShutdown => Fault::Gateway,
+        }
+    }
+
+    /// The status when the error is known before any body byte was sent.
+    pub const fn http_status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UpstreamUnavailable
+            | ErrorCode::UpstreamHttp(_)
+            | ErrorCode::UpstreamTruncated
+            | ErrorCode::UpstreamMalformed
+            | ErrorCode::UpstreamEventTooLarge => StatusCode::BAD_GATEWAY,
+            ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            ErrorCode::GatewayShutdown => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+/// An error with its code and a message a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The JSON body of an HTTP error: `{"error":{"code":"…","message":"…"}}`.
+    pub fn to_json_body(&self) -> Vec<u8> {
+        let body = serde_json::json!({
+            "error": {"code": self.code.as_str(), "message": self.message}
+        });
+        // Serialising a `Value` built from strings cannot fail.
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: &[ErrorCode] = &[
+        ErrorCode::InvalidRequest,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UpstreamUnavailable,
+        ErrorCode::UpstreamHttp(503),
+        ErrorCode::UpstreamHeadersTimeout,
+        ErrorCode::UpstreamIdleTimeout,
+        ErrorCode::UpstreamTruncated,
+        ErrorCode::UpstreamMalformed,
+        ErrorCode::UpstreamEventTooLarge,
+        ErrorCode::GatewayShutdown,
+    ];
+
+    #[test]
+    fn every_code_has_a_wire_string_status_and_fault() {
+        for &code in ALL {
+            let s = code.as_str();
+            assert!(s
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()));
+            let status = code.http_status();
+            match code.fault() {
+                Fault::Client => assert!(status.is_client_error(), "{code}"),
+                Fault::Upstream | Fault::Gateway => assert!(status.is_server_error(), "{code}"),
+            }
+        }
+        assert_eq!(ErrorCode::UpstreamHttp(503).as_str(), "UPSTREAM_HTTP_503");
+        assert_eq!(ErrorCode::UpstreamHttp(503).label(), "UPSTREAM_HTTP");
+    }
+
+    #[test]
+    fn json_body_shape() {
+        let body =
+            Failure::new(ErrorCode::InvalidRequest, "missing field `threadId`").to_json_body();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "INVALID_REQUEST");
+        assert_eq!(v["error"]["message"], "missing field `threadId`");
+    }
+}

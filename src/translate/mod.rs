@@ -1,0 +1,150 @@
+//! Pure converters between dialect readers and writers (`specs/translation.md` §0).
+//!
+//! Each converter is a plain struct with a `step`-like method that takes one input and appends
+//! zero or more canonical events; end of stream and upstream failure are inputs too, so the
+//! converter, not the proxy, decides what the terminal event looks like. No I/O, no async, no
+//! clock, no randomness: ids are derived from the run, so outputs are deterministic and golden
+//! tests need no redaction. Diagnostics (a repair applied, an event dropped) come out as
+//! [`Note`]s for the caller to count and log.
+//!
+//! - [`sequencer`]: the run lifecycle guard; whatever a reader hands it, the stream it emits is
+//!   legal for `@ag-ui/client` 1.0.
+//! - [`chunks`]: `*_CHUNK` expansion exactly as the 1.0 client does it.
+//! - [`pipeline`]: decoder → reader → sequencer → writer, bytes in and bytes out; the one code
+//!   path shared by the proxy body and the `translate` command.
+//!
+//! Must not import `proxy`, `aap`, `session` or hyper.
+
+pub mod chunks;
+pub mod pipeline;
+pub mod sequencer;
+
+// pipeline re-export added with the pipeline
+pub use sequencer::{Input, RunSequencer};
+
+/// The ids of the run a stream answers, taken from the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunIds {
+    pub thread_id: String,
+    pub run_id: String,
+}
+
+/// Mints deterministic ids `<runId>.<letter><n>` (`translation.md` §2.2): unique per run and kind,
+/// counting from 0 per letter.
+#[derive(Debug, Clone)]
+pub struct IdMint {
+    run_id: String,
+    counters: [u32; 26],
+}
+
+impl IdMint {
+    pub fn new(run_id: &str) -> IdMint {
+        IdMint {
+            run_id: run_id.to_string(),
+            counters: [0; 26],
+        }
+    }
+
+    /// The next id for `letter` (`'m'` text, `'r'` reasoning, `'t'` tool result, …).
+    pub fn next(&mut self, letter: char) -> String {
+        let slot = (letter as usize).wrapping_sub('a' as usize).min(25);
+        let n = self.counters[slot];
+        self.counters[slot] += 1;
+        format!("{}.{letter}{n}", self.run_id)
+    }
+}
+
+/// A diagnostic produced while converting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Note {
+    /// A dialect or sequence repair was applied.
+    Fixup(Rule),
+    /// Input was dropped.
+    Dropped(DropKind),
+}
+
+/// Repairs, named after the rows of `specs/dialects.md`; the label goes into metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rule {
+    SnakeCaseKeys,
+    TypeSpelling,
+    RunErrorShape,
+    RunIds,
+    ObjectToolArgs,
+    FieldAlias,
+    ToolResultShape,
+    NullsAndEmptyIds,
+    TextEventGaps,
+    ChunkExpansion,
+    LegacyThinking,
+    StateDeltaShape,
+    SnapshotName,
+    VendorExtras,
+    ActionExecution,
+    Timestamps,
+    MissingRunStarted,
+    UnclosedEntities,
+    OutOfOrder,
+    SystemException,
+    Outcome,
+    MultiObjectData,
+}
+
+impl Rule {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Rule::SnakeCaseKeys => "snake_case_keys",
+            Rule::TypeSpelling => "type_spelling",
+            Rule::RunErrorShape => "run_error_shape",
+            Rule::RunIds => "run_ids",
+            Rule::ObjectToolArgs => "object_tool_args",
+            Rule::FieldAlias => "field_alias",
+            Rule::ToolResultShape => "tool_result_shape",
+            Rule::NullsAndEmptyIds => "nulls_and_empty_ids",
+            Rule::TextEventGaps => "text_event_gaps",
+            Rule::ChunkExpansion => "chunk_expansion",
+            Rule::LegacyThinking => "legacy_thinking",
+            Rule::StateDeltaShape => "state_delta_shape",
+            Rule::SnapshotName => "snapshot_name",
+            Rule::VendorExtras => "vendor_extras",
+            Rule::ActionExecution => "action_execution",
+            Rule::Timestamps => "timestamps",
+            Rule::MissingRunStarted => "missing_run_started",
+            Rule::UnclosedEntities => "unclosed_entities",
+            Rule::OutOfOrder => "out_of_order",
+            Rule::SystemException => "system_exception",
+            Rule::Outcome => "outcome",
+            Rule::MultiObjectData => "multi_object_data",
+        }
+    }
+}
+
+/// What was dropped, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropKind {
+    /// An event type no rule could resolve.
+    UnknownType,
+    /// A known type whose fields do not fit its 1.0 shape.
+    InvalidEvent,
+    /// Anything after the terminal event.
+    AfterTerminal,
+    /// A `*_START` for an id that is already open.
+    DuplicateStart,
+    /// A continuation or end for an entity that is not open and cannot be synthesised.
+    Orphan,
+    /// `data: [DONE]` and other end markers.
+    EndMarker,
+}
+
+impl DropKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DropKind::UnknownType => "unknown_type",
+            DropKind::InvalidEvent => "invalid_event",
+            DropKind::AfterTerminal => "after_terminal",
+            DropKind::DuplicateStart => "duplicate_start",
+            DropKind::Orphan => "orphan",
+            DropKind::EndMarker => "end_marker",
+        }
+    }
+}

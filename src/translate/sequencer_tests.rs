@@ -1,0 +1,319 @@
+use super::*;
+use serde_json::json;
+
+fn ids() -> RunIds {
+    RunIds {
+        thread_id: "t-req".into(),
+        run_id: "r-req".into(),
+    }
+}
+
+fn ev(v: serde_json::Value) -> Event {
+    serde_json::from_value(v).expect("valid event")
+}
+
+/// Runs inputs through a fresh sequencer; returns the events as JSON values.
+fn run(inputs: Vec<Input>) -> Vec<serde_json::Value> {
+    let mut seq = RunSequencer::new(ids());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for input in inputs {
+        seq.step(input, &mut out, &mut notes);
+    }
+    out.iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
+
+fn events(vs: Vec<serde_json::Value>) -> Vec<Input> {
+    vs.into_iter().map(|v| Input::Event(ev(v))).collect()
+}
+
+fn types(out: &[serde_json::Value]) -> Vec<&str> {
+    out.iter().map(|v| v["type"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn synthesises_run_started_when_missing() {
+    let out = run(events(vec![
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        json!({"type":"RUN_FINISHED","threadId":"","runId":""}),
+    ]));
+    assert_eq!(
+        out[0],
+        json!({"type":"RUN_STARTED","threadId":"t-req","runId":"r-req","protocolVersion":"1.0"})
+    );
+    assert_eq!(
+        out[3],
+        json!({"type":"RUN_FINISHED","threadId":"t-req","runId":"r-req"})
+    );
+}
+
+#[test]
+fn rewrites_foreign_run_ids_unless_told_to_keep_them() {
+    let input = || {
+        events(vec![
+            json!({"type":"RUN_STARTED","threadId":"other","runId":"agent-7"}),
+            json!({"type":"RUN_FINISHED","threadId":"other","runId":"agent-7"}),
+        ])
+    };
+    let out = run(input());
+    assert_eq!(out[0]["runId"], "r-req");
+    assert_eq!(out[0]["protocolVersion"], "1.0");
+    assert_eq!(out[1]["threadId"], "t-req");
+
+    let mut seq = RunSequencer::new(ids()).keep_upstream_run_ids(true);
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for i in input() {
+        seq.step(i, &mut out, &mut notes);
+    }
+    assert!(matches!(&out[0], Event::RunStarted(s) if s.run_id == "agent-7"));
+}
+
+#[test]
+fn closes_everything_open_before_run_finished_innermost_first() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"STEP_STARTED","stepName":"s"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"REASONING_START","messageId":"rs"}),
+        json!({"type":"REASONING_MESSAGE_START","messageId":"rm","role":"reasoning"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"sa","name":"n"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    assert_eq!(
+        types(&out)[7..],
+        [
+            "SUBAGENT_FINISHED",
+            "TOOL_CALL_END",
+            "REASONING_MESSAGE_END",
+            "REASONING_END",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(out[8], json!({"type":"TOOL_CALL_END","toolCallId":"c"}));
+}
+
+#[test]
+fn first_terminal_wins_and_nothing_follows() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_ERROR","message":"boom"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        json!({"type":"CUSTOM","name":"late","value":1}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
+    ]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+}
+
+#[test]
+fn upstream_end_without_terminal_is_truncation() {
+    let mut inputs = events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"half"}),
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    inputs.push(Input::UpstreamEnd);
+    let out = run(inputs);
+    assert_eq!(
+        out.last().unwrap(),
+        &json!({"type":"RUN_ERROR","code":"UPSTREAM_TRUNCATED",
+                "message":"upstream stream ended without a terminal event"})
+    );
+    assert_eq!(out.len(), 4);
+}
+
+#[test]
+fn empty_upstream_still_gets_a_started_and_errored_run() {
+    let out = run(vec![Input::UpstreamEnd]);
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+}
+
+#[test]
+fn upstream_failures_carry_their_code() {
+    for code in [
+        ErrorCode::UpstreamIdleTimeout,
+        ErrorCode::UpstreamMalformed,
+        ErrorCode::UpstreamEventTooLarge,
+        ErrorCode::UpstreamTruncated,
+    ] {
+        let out = run(vec![Input::UpstreamFailed(Failure::new(code, "why"))]);
+        assert_eq!(out[1]["code"], code.as_str().as_ref());
+        assert_eq!(out[1]["message"], "why");
+    }
+}
+
+#[test]
+fn run_error_first_still_gets_run_started_first() {
+    let out = run(events(vec![json!({"type":"RUN_ERROR","message":"nope"})]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+}
+
+#[test]
+fn out_of_order_tool_and_text_events_are_repaired() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"ghost","delta":"{}"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}),
+        json!({"type":"TOOL_CALL_RESULT","messageId":"t0","toolCallId":"c","content":"ok"}),
+        json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"more"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"nope"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    assert_eq!(
+        types(&out),
+        [
+            "RUN_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_END",
+            "TOOL_CALL_RESULT",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_END",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+}
+
+#[test]
+fn empty_interrupt_list_reads_as_success() {
+    let mut seq = RunSequencer::new(ids());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    let mut finished = run_finished(&ids());
+    finished.outcome = Some(RunOutcome::Interrupt { interrupts: vec![] });
+    seq.step(
+        Input::Event(Event::RunFinished(finished)),
+        &mut out,
+        &mut notes,
+    );
+    assert!(matches!(&out[1], Event::RunFinished(f) if f.outcome.is_none()));
+    assert!(notes.contains(&Note::Fixup(Rule::Outcome)));
+}
+
+#[test]
+fn chunks_never_pass() {
+    let out = run(events(vec![
+        json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"x"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+/// A checker with the rules of `@ag-ui/client` 1.0's `verifyEvents` that matter here.
+pub(crate) fn assert_legal(out: &[Event]) {
+    assert!(
+        matches!(out.first(), Some(Event::RunStarted(_))),
+        "RUN_STARTED first"
+    );
+    let terminals = out.iter().filter(|e| e.is_terminal()).count();
+    assert_eq!(terminals, 1, "exactly one terminal");
+    assert!(out.last().is_some_and(Event::is_terminal), "terminal last");
+    let mut open: Vec<(&str, String)> = Vec::new();
+    for e in out {
+        let (kind, id, opens) = match e {
+            Event::TextMessageStart(x) => ("text", x.message_id.clone(), true),
+            Event::TextMessageEnd(x) => ("text", x.message_id.clone(), false),
+            Event::ToolCallStart(x) => ("tool", x.tool_call_id.clone(), true),
+            Event::ToolCallEnd(x) => ("tool", x.tool_call_id.clone(), false),
+            Event::StepStarted(x) => ("step", x.step_name.clone(), true),
+            Event::StepFinished(x) => ("step", x.step_name.clone(), false),
+            Event::ReasoningStart(x) => ("span", x.message_id.clone(), true),
+            Event::ReasoningEnd(x) => ("span", x.message_id.clone(), false),
+            Event::ReasoningMessageStart(x) => ("rmsg", x.message_id.clone(), true),
+            Event::ReasoningMessageEnd(x) => ("rmsg", x.message_id.clone(), false),
+            Event::TextMessageContent(x) => {
+                assert!(
+                    open.contains(&("text", x.message_id.clone())),
+                    "content for open text"
+                );
+                continue;
+            }
+            Event::ToolCallArgs(x) => {
+                assert!(
+                    open.contains(&("tool", x.tool_call_id.clone())),
+                    "args for open call"
+                );
+                continue;
+            }
+            Event::RunFinished(_) => {
+                assert!(open.is_empty(), "open at RUN_FINISHED: {open:?}");
+                continue;
+            }
+            _ => continue,
+        };
+        let key = (kind, id);
+        if opens {
+            assert!(!open.contains(&key), "duplicate start {key:?}");
+            open.push(key);
+        } else {
+            let pos = open
+                .iter()
+                .position(|k| *k == key)
+                .expect("end of an open entity");
+            open.remove(pos);
+        }
+    }
+}
+
+/// Any sequence of events, ends and failures comes out legal.
+#[test]
+fn arbitrary_sequences_come_out_legal() {
+    let pool = [
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"y"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m1"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m2"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"b"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m1"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{"}),
+        json!({"type":"TOOL_CALL_END","toolCallId":"c1"}),
+        json!({"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c1","content":"r"}),
+        json!({"type":"STEP_STARTED","stepName":"s"}),
+        json!({"type":"STEP_FINISHED","stepName":"s"}),
+        json!({"type":"REASONING_START","messageId":"r"}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z"}),
+        json!({"type":"REASONING_MESSAGE_END","messageId":"r"}),
+        json!({"type":"REASONING_END","messageId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"y"}),
+        json!({"type":"RUN_ERROR","message":"e"}),
+        json!({"type":"CUSTOM","name":"c","value":0}),
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for _ in 0..3000 {
+        let len = next(25);
+        let mut seq = RunSequencer::new(ids());
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        for _ in 0..len {
+            seq.step(
+                Input::Event(ev(pool[next(pool.len())].clone())),
+                &mut out,
+                &mut notes,
+            );
+        }
+        let end = if next(2) == 0 {
+            Input::UpstreamEnd
+        } else {
+            Input::UpstreamFailed(Failure::new(ErrorCode::UpstreamIdleTimeout, "idle"))
+        };
+        seq.step(end, &mut out, &mut notes);
+        assert_legal(&out);
+        assert!(seq.is_finished());
+    }
+}
