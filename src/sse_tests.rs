@@ -107,10 +107,7 @@ fn bom_later_in_the_stream_is_data() {
 
 #[test]
 fn multi_line_data_is_joined_with_lf() {
-    assert_split_invariant(
-        b"data: {\"a\":\ndata: 1}\n\n",
-        &[data("{\"a\":\n1}")],
-    );
+    assert_split_invariant(b"data: {\"a\":\ndata: 1}\n\n", &[data("{\"a\":\n1}")]);
 }
 
 #[test]
@@ -144,7 +141,10 @@ fn done_marker_is_reported() {
 
 #[test]
 fn missing_final_blank_line_is_flushed_at_eof() {
-    assert_split_invariant(b"data: {}\n\ndata: {\"b\":1}", &[data("{}"), data("{\"b\":1}")]);
+    assert_split_invariant(
+        b"data: {}\n\ndata: {\"b\":1}",
+        &[data("{}"), data("{\"b\":1}")],
+    );
     assert_split_invariant(b"data: {\"b\":1}\n", &[data("{\"b\":1}")]);
     assert_split_invariant(b"data: {\"b\":1}\r", &[data("{\"b\":1}")]);
 }
@@ -159,7 +159,10 @@ fn multibyte_characters_survive_every_split() {
     let input = "data: {\"delta\":\"你好, 世界 🌍\"}\n\ndata: {\"delta\":\"é\"}\n\n";
     assert_split_invariant(
         input.as_bytes(),
-        &[data("{\"delta\":\"你好, 世界 🌍\"}"), data("{\"delta\":\"é\"}")],
+        &[
+            data("{\"delta\":\"你好, 世界 🌍\"}"),
+            data("{\"delta\":\"é\"}"),
+        ],
     );
 }
 
@@ -174,7 +177,10 @@ fn oversized_event_is_an_error_not_growth() {
     let endless = "data: ".to_string() + &"y".repeat(200);
     let mut dec = SseDecoder::new(64);
     let mut buf = BytesMut::from(endless.as_bytes());
-    assert_eq!(dec.decode(&mut buf), Err(SseError::EventTooLarge { limit: 64 }));
+    assert_eq!(
+        dec.decode(&mut buf),
+        Err(SseError::EventTooLarge { limit: 64 })
+    );
 }
 
 #[test]
@@ -191,7 +197,10 @@ fn event_at_exactly_the_limit_passes() {
     // The limit counts the raw bytes of the event in progress, `data: ` included.
     let payload = "z".repeat(58);
     let input = format!("data: {payload}\n\n");
-    assert_eq!(decode_split(input.as_bytes(), &[], 64).unwrap(), vec![data(&payload)]);
+    assert_eq!(
+        decode_split(input.as_bytes(), &[], 64).unwrap(),
+        vec![data(&payload)]
+    );
     let input = format!("data: {payload}z\n\n");
     assert!(decode_split(input.as_bytes(), &[], 64).is_err());
 }
@@ -199,12 +208,24 @@ fn event_at_exactly_the_limit_passes() {
 #[test]
 fn encoder_writes_lf_only_single_line() {
     let mut out = BytesMut::new();
-    encode_json(&mut out, None, &serde_json::json!({"type":"X","delta":"a\nb"})).unwrap();
+    encode_json(
+        &mut out,
+        None,
+        &serde_json::json!({"type":"X","delta":"a\nb"}),
+    )
+    .unwrap();
     assert_eq!(&out[..], b"data: {\"delta\":\"a\\nb\",\"type\":\"X\"}\n\n");
     out.clear();
-    encode_json(&mut out, Some("turn_stop"), &serde_json::json!({"stopReason":"end_turn"}))
-        .unwrap();
-    assert_eq!(&out[..], b"event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n");
+    encode_json(
+        &mut out,
+        Some("turn_stop"),
+        &serde_json::json!({"stopReason":"end_turn"}),
+    )
+    .unwrap();
+    assert_eq!(
+        &out[..],
+        b"event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n"
+    );
 }
 
 #[test]

@@ -31,7 +31,9 @@ impl Message {
 
     /// Unknown fields of the message, and its metadata, for writers that fold the former into
     /// the latter.
-    pub fn extra_and_metadata(&mut self) -> (&mut Map<String, Value>, &mut Option<Map<String, Value>>) {
+    pub fn extra_and_metadata(
+        &mut self,
+    ) -> (&mut Map<String, Value>, &mut Option<Map<String, Value>>) {
         match self {
             Message::Developer(m) | Message::System(m) => (&mut m.extra, &mut m.metadata),
             Message::Assistant(m) => (&mut m.extra, &mut m.metadata),

@@ -14,9 +14,9 @@ mod types;
 
 pub use input::{Context, Interrupt, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use message::{
-    ActivityMessage, AssistantMessage, ContentPart, FunctionCall, FunctionKind, MediaPart,
-    Message, MessageContent, PartSource, ReasoningMessage, TextMessage, TextPart, ToolCall,
-    ToolMessage, UserMessage,
+    ActivityMessage, AssistantMessage, ContentPart, FunctionCall, FunctionKind, MediaPart, Message,
+    MessageContent, PartSource, ReasoningMessage, TextMessage, TextPart, ToolCall, ToolMessage,
+    UserMessage,
 };
 pub use types::*;
 
@@ -82,6 +82,12 @@ macro_rules! events {
             /// The base fields (timestamp, metadata, …).
             pub fn base(&self) -> &EventBase {
                 match self { $(Event::$variant(e) => &e.base,)* }
+            }
+
+            /// Decodes the payload of a known type (the object without its `type` key); faster than
+            /// going through the tagged enum, which buffers the whole object first.
+            pub fn from_payload(ty: EventType, payload: Value) -> Result<Event, serde_json::Error> {
+                match ty { $(EventType::$variant => serde_json::from_value(payload).map(Event::$variant),)* }
             }
 
             /// The base fields, mutably.

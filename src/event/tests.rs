@@ -80,24 +80,38 @@ fn every_event_type_round_trips_and_omits_absent_fields() {
 #[test]
 fn text_message_start_always_writes_a_role() {
     let v = round_trip(json!({"type":"TEXT_MESSAGE_START","messageId":"m"}));
-    assert_eq!(v, json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}));
+    assert_eq!(
+        v,
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"})
+    );
 }
 
 #[test]
 fn nulls_read_as_absent_and_are_never_written() {
-    let v = round_trip(json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f",
-                             "parentMessageId":null,"rawEvent":null,"timestamp":null}));
-    assert_eq!(v, json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}));
-    let text = serde_json::to_string(&serde_json::from_value::<Event>(
-        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":null,"outcome":null}),
-    ).unwrap()).unwrap();
+    let v = round_trip(
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f",
+                             "parentMessageId":null,"rawEvent":null,"timestamp":null}),
+    );
+    assert_eq!(
+        v,
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"})
+    );
+    let text = serde_json::to_string(
+        &serde_json::from_value::<Event>(
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":null,"outcome":null}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     assert!(!text.contains("null"), "{text}");
 }
 
 #[test]
 fn unknown_fields_are_kept_on_events_and_messages() {
-    let v = round_trip(json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x",
-                             "futureField":{"a":1}}));
+    let v = round_trip(
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x",
+                             "futureField":{"a":1}}),
+    );
     assert_eq!(v["futureField"], json!({"a":1}));
     let v = round_trip(json!({"type":"MESSAGES_SNAPSHOT","messages":[
         {"id":"1","role":"user","content":"hi","mood":"happy"}]}));
@@ -109,13 +123,23 @@ fn outcome_is_a_real_tagged_union() {
     let ok: Event = serde_json::from_value(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
         "outcome":{"type":"interrupt","interrupts":[{"id":"i1","reason":"tool_call","toolCallId":"c"}]}}))
         .unwrap();
-    let Event::RunFinished(f) = ok else { panic!("wrong variant") };
-    assert!(matches!(f.outcome, Some(RunOutcome::Interrupt { ref interrupts }) if interrupts.len() == 1));
+    let Event::RunFinished(f) = ok else {
+        panic!("wrong variant")
+    };
+    assert!(
+        matches!(f.outcome, Some(RunOutcome::Interrupt { ref interrupts }) if interrupts.len() == 1)
+    );
     // An interrupt outcome without its list is not an interrupt.
-    assert!(serde_json::from_value::<Event>(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
-        "outcome":{"type":"interrupt"}})).is_err());
-    assert!(serde_json::from_value::<Event>(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
-        "outcome":{"type":"cancelled"}})).is_ok());
+    assert!(serde_json::from_value::<Event>(
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
+        "outcome":{"type":"interrupt"}})
+    )
+    .is_err());
+    assert!(serde_json::from_value::<Event>(
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
+        "outcome":{"type":"cancelled"}})
+    )
+    .is_ok());
 }
 
 #[test]
@@ -129,14 +153,18 @@ fn required_fields_are_required() {
         json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"助手"}),
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","timestamp":1.5}),
     ] {
-        assert!(serde_json::from_value::<Event>(bad.clone()).is_err(), "{bad}");
+        assert!(
+            serde_json::from_value::<Event>(bad.clone()).is_err(),
+            "{bad}"
+        );
     }
 }
 
 #[test]
 fn run_agent_input_defaults_and_keeps_extras() {
     let input: RunAgentInput = serde_json::from_value(json!({
-        "threadId":"t","runId":"r","messages":[],"botId":"b"})).unwrap();
+        "threadId":"t","runId":"r","messages":[],"botId":"b"}))
+    .unwrap();
     assert!(input.tools.is_empty() && input.context.is_empty());
     assert_eq!(input.extra["botId"], json!("b"));
 }

@@ -55,7 +55,9 @@ pub enum RunOutcome {
         pending_tool_call_ids: Option<Vec<String>>,
     },
     /// At least one interrupt; an empty list is not a valid interrupt outcome.
-    Interrupt { interrupts: Vec<Interrupt> },
+    Interrupt {
+        interrupts: Vec<Interrupt>,
+    },
     Cancelled,
 }
 
@@ -281,7 +283,11 @@ pub struct JsonPatchOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// `null` is a legal value and is kept.
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<Value>,
 }
 

@@ -19,7 +19,7 @@ pub mod chunks;
 pub mod pipeline;
 pub mod sequencer;
 
-// pipeline re-export added with the pipeline
+pub use pipeline::{Pipeline, PipelineSpec, StreamStats};
 pub use sequencer::{Input, RunSequencer};
 
 /// The ids of the run a stream answers, taken from the request.

@@ -1,1 +1,251 @@
+//! Decoder → reader → sequencer → writer: upstream bytes in, client bytes out.
+//!
+//! The one code path behind both the proxy's translating body and the `translate` command, so
+//! what an operator replays offline is exactly what the gateway does live. Synchronous and
+//! allocation-light: scratch vectors are reused between calls, and each call appends the
+//! encoded events produced by the bytes it was given (nothing waits for a later read).
 
+use std::fmt;
+
+use bytes::BytesMut;
+
+use crate::dialect::agui::{AguiReader, AguiWriter, UnknownFields};
+use crate::dialect::Dialect;
+use crate::error::{ErrorCode, Failure};
+use crate::event::Event;
+use crate::mapping::Mappings;
+use crate::sse::{SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
+
+use super::{DropKind, Input, Note, RunIds, RunSequencer};
+
+/// What a pipeline is built from.
+#[derive(Debug, Clone)]
+pub struct PipelineSpec {
+    pub upstream: Dialect,
+    pub client: Dialect,
+    pub ids: RunIds,
+    pub mappings: Mappings,
+    pub max_event_bytes: usize,
+    pub keep_upstream_run_ids: bool,
+    pub unknown_fields: UnknownFields,
+}
+
+impl PipelineSpec {
+    /// Defaults for everything but the dialects and ids.
+    pub fn new(upstream: Dialect, client: Dialect, ids: RunIds) -> PipelineSpec {
+        PipelineSpec {
+            upstream,
+            client,
+            ids,
+            mappings: Mappings::builtin(),
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            keep_upstream_run_ids: false,
+            unknown_fields: UnknownFields::default(),
+        }
+    }
+}
+
+/// A dialect pair the build cannot translate yet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("translating {from} to {to} is not supported by this build")]
+pub struct Unsupported {
+    pub from: Dialect,
+    pub to: Dialect,
+}
+
+/// Counters of one stream, for the end-of-stream log line and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Upstream SSE events decoded.
+    pub events_in: u64,
+    /// Canonical events written to the client.
+    pub events_out: u64,
+    /// Repairs applied.
+    pub fixups: u64,
+    /// Inputs dropped.
+    pub dropped: u64,
+}
+
+enum Reader {
+    AgUi(AguiReader),
+}
+
+enum Writer {
+    AgUi(AguiWriter),
+}
+
+/// See the module docs.
+pub struct Pipeline {
+    decoder: SseDecoder,
+    buf: BytesMut,
+    reader: Reader,
+    sequencer: RunSequencer,
+    writer: Writer,
+    read_out: Vec<Event>,
+    seq_out: Vec<Event>,
+    notes: Vec<Note>,
+    stats: StreamStats,
+    /// Why the run ended, when the gateway ended it.
+    failure: Option<ErrorCode>,
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("stats", &self.stats)
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    pub fn new(spec: PipelineSpec) -> Result<Pipeline, Unsupported> {
+        let unsupported = Unsupported {
+            from: spec.upstream,
+            to: spec.client,
+        };
+        let reader = match spec.upstream {
+            Dialect::AgUi => Reader::AgUi(AguiReader::new(&spec.ids, spec.mappings.agui.clone())),
+            Dialect::Hai | Dialect::Aap => return Err(unsupported),
+        };
+        let writer = match spec.client {
+            Dialect::AgUi => Writer::AgUi(AguiWriter::new(spec.unknown_fields)),
+            Dialect::Hai | Dialect::Aap => return Err(unsupported),
+        };
+        Ok(Pipeline {
+            decoder: SseDecoder::new(spec.max_event_bytes),
+            buf: BytesMut::new(),
+            reader,
+            sequencer: RunSequencer::new(spec.ids)
+                .keep_upstream_run_ids(spec.keep_upstream_run_ids),
+            writer,
+            read_out: Vec::new(),
+            seq_out: Vec::new(),
+            notes: Vec::new(),
+            stats: StreamStats::default(),
+            failure: None,
+        })
+    }
+
+    /// True once the terminal event has been written; later input is ignored.
+    pub fn is_finished(&self) -> bool {
+        self.sequencer.is_finished()
+    }
+
+    pub fn stats(&self) -> StreamStats {
+        self.stats
+    }
+
+    /// The gateway error that ended the run, if it was the gateway that ended it.
+    pub fn failure(&self) -> Option<ErrorCode> {
+        self.failure
+    }
+
+    /// Feeds upstream bytes; appends the client's bytes for every complete event to `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        if self.is_finished() {
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        loop {
+            let item = self.decoder.decode(&mut self.buf);
+            if !self.item(item, out) {
+                break;
+            }
+        }
+    }
+
+    /// The upstream body ended: flushes a last event without its blank line, then ends the run
+    /// (`UPSTREAM_TRUNCATED` unless a terminal event was seen).
+    pub fn end(&mut self, out: &mut BytesMut) {
+        while !self.is_finished() {
+            let item = self.decoder.decode_eof(&mut self.buf);
+            if !self.item(item, out) {
+                break;
+            }
+        }
+        self.step(Input::UpstreamEnd, out);
+    }
+
+    /// The upstream failed (read error, idle timeout, shutdown): ends the run with `failure`.
+    pub fn fail(&mut self, failure: Failure, out: &mut BytesMut) {
+        self.step(Input::UpstreamFailed(failure), out);
+    }
+
+    /// Handles one decoder result; false when decoding must stop.
+    fn item(&mut self, item: Result<Option<SseItem>, SseError>, out: &mut BytesMut) -> bool {
+        match item {
+            Ok(Some(SseItem::Event(event))) => {
+                self.stats.events_in += 1;
+                let result = match &mut self.reader {
+                    Reader::AgUi(r) => r.read(&event, &mut self.read_out, &mut self.notes),
+                };
+                let mut read_out = std::mem::take(&mut self.read_out);
+                for event in read_out.drain(..) {
+                    self.step(Input::Event(event), out);
+                }
+                self.read_out = read_out;
+                if let Err(failure) = result {
+                    self.fail(failure, out);
+                }
+                !self.is_finished()
+            }
+            Ok(Some(SseItem::Comment)) => true,
+            Ok(Some(SseItem::Done)) => {
+                self.notes.push(Note::Dropped(DropKind::EndMarker));
+                true
+            }
+            Ok(None) => false,
+            Err(SseError::EventTooLarge { limit }) => {
+                let failure = Failure::new(
+                    ErrorCode::UpstreamEventTooLarge,
+                    format!(
+                        "an upstream event exceeded the limit of {limit} bytes; raise max_event_bytes if the agent legitimately sends events this large"
+                    ),
+                );
+                self.fail(failure, out);
+                false
+            }
+        }
+    }
+
+    fn step(&mut self, input: Input, out: &mut BytesMut) {
+        if let Input::UpstreamFailed(f) = &input {
+            if !self.is_finished() {
+                self.failure = Some(f.code);
+            }
+        }
+        if matches!(input, Input::UpstreamEnd) && !self.is_finished() {
+            self.failure = Some(ErrorCode::UpstreamTruncated);
+        }
+        self.sequencer
+            .step(input, &mut self.seq_out, &mut self.notes);
+        for event in self.seq_out.drain(..) {
+            self.stats.events_out += 1;
+            match &mut self.writer {
+                Writer::AgUi(w) => w.write(event, out),
+            }
+        }
+        for note in self.notes.drain(..) {
+            match note {
+                Note::Fixup(rule) => {
+                    self.stats.fixups += 1;
+                    tracing::trace!(rule = rule.as_str(), "dialect fix-up");
+                }
+                Note::Dropped(kind) => {
+                    self.stats.dropped += 1;
+                    tracing::trace!(kind = kind.as_str(), "dropped upstream input");
+                }
+            }
+        }
+    }
+}
+
+/// Translates a whole recorded stream at once (the `translate` command and golden tests).
+pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsupported> {
+    let mut pipeline = Pipeline::new(spec)?;
+    let mut out = BytesMut::new();
+    pipeline.push(input, &mut out);
+    pipeline.end(&mut out);
+    Ok(out)
+}

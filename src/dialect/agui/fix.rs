@@ -1,0 +1,402 @@
+//! Stateless value repairs on a JSON object before it is decoded into a canonical type
+//! (`dialects.md` rows 1, 3, 7–10, 13, 17, 19). Each function says which row it implements and
+//! reports the rule it applied.
+
+use serde_json::{Map, Value};
+
+use crate::event::ContentPart;
+use crate::mapping::AguiAliases;
+use crate::translate::{Note, Rule};
+
+/// Keys whose empty-string value means "absent" (row 9).
+const OPTIONAL_IDS: &[&str] = &[
+    "parentMessageId",
+    "parentRunId",
+    "subagentRunId",
+    "parentSubagentRunId",
+    "parentToolCallId",
+];
+
+/// Keys that must be present but may hold `null`.
+const NULLABLE_REQUIRED: &[&str] = &["snapshot", "value", "event"];
+
+/// Row 1: renames snake_case keys from the table; camelCase wins when both are present.
+pub fn snake_keys(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut Vec<Note>) {
+    for (snake, camel) in &aliases.keys {
+        if let Some(v) = map.remove(snake) {
+            notes.push(Note::Fixup(Rule::SnakeCaseKeys));
+            if !map.contains_key(camel) {
+                map.insert(camel.clone(), v);
+            }
+        }
+    }
+}
+
+/// Rows 7, 8, 16: per-type field aliases, applied when the canonical key is absent.
+pub fn field_aliases(
+    map: &mut Map<String, Value>,
+    aliases: &AguiAliases,
+    type_names: [&str; 2],
+    notes: &mut Vec<Note>,
+) {
+    for name in type_names {
+        let Some(pairs) = aliases.fields.get(name) else {
+            continue;
+        };
+        for (alias, canonical) in pairs {
+            if map.contains_key(canonical) {
+                continue;
+            }
+            if let Some(v) = map.remove(alias) {
+                notes.push(Note::Fixup(Rule::FieldAlias));
+                map.insert(canonical.clone(), v);
+            }
+        }
+    }
+}
+
+/// Rows 9 and 17: nulls, empty optional ids, non-object metadata, timestamps.
+pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+    let before = map.len();
+    map.retain(|k, v| !v.is_null() || NULLABLE_REQUIRED.contains(&k.as_str()));
+    for key in OPTIONAL_IDS {
+        if map.get(*key).and_then(Value::as_str) == Some("") {
+            map.remove(*key);
+        }
+    }
+    if map.get("metadata").is_some_and(|m| !m.is_object()) {
+        map.remove("metadata");
+    }
+    if map.len() != before {
+        notes.push(Note::Fixup(Rule::NullsAndEmptyIds));
+    }
+    if let Some(ts) = map.get("timestamp") {
+        let fixed = timestamp_ms(ts);
+        if fixed.as_ref().and_then(Value::as_i64) != ts.as_i64() || !ts.is_i64() {
+            notes.push(Note::Fixup(Rule::Timestamps));
+            match fixed {
+                Some(v) => {
+                    map.insert("timestamp".into(), v);
+                }
+                None => {
+                    map.remove("timestamp");
+                }
+            }
+        }
+    }
+}
+
+/// 2000-01-01T00:00:00Z in ms: anything earlier is a placeholder, not a time.
+const EARLIEST_PLAUSIBLE_MS: i64 = 946_684_800_000;
+
+/// Row 17: integer ms; seconds (below 1e11) ×1000; fractions floored; RFC 3339 strings parsed;
+/// implausible or unparseable values dropped.
+pub fn timestamp_ms(v: &Value) -> Option<Value> {
+    let ms = match v {
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                if i.unsigned_abs() < 100_000_000_000 {
+                    i.checked_mul(1000)?
+                } else {
+                    i
+                }
+            } else {
+                let f = n.as_f64()?;
+                let f = if f.abs() < 1e11 { f * 1000.0 } else { f };
+                if !f.is_finite() || f.abs() > 9.007_199_254_740_991e15 {
+                    return None;
+                }
+                f.floor() as i64
+            }
+        }
+        Value::String(s) => rfc3339_ms(s)?,
+        _ => return None,
+    };
+    (ms >= EARLIEST_PLAUSIBLE_MS).then(|| Value::from(ms))
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` into epoch milliseconds.
+fn rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut millis = 0;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let frac = s.get(start..i)?;
+        if frac.is_empty() {
+            return None;
+        }
+        let padded = format!("{:0<3}", &frac[..frac.len().min(3)]);
+        millis = padded.parse::<i64>().ok()?;
+    }
+    let offset_min = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
+            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if *sign == b'-' {
+                -m
+            } else {
+                m
+            }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_min * 60;
+    Some(secs * 1000 + millis)
+}
+
+/// Compact JSON text of a value (never fails for a `Value`).
+pub fn compact(v: &Value) -> String {
+    v.to_string()
+}
+
+/// Row 3: `message` from `error.message` ∥ `error` ∥ "unknown error"; `code` stringified;
+/// `error` and `result` dropped.
+pub fn run_error(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+    let error = map.remove("error");
+    let had_result = map.remove("result").is_some();
+    let mut fixed = error.is_some() || had_result;
+    if !map.get("message").is_some_and(Value::is_string) {
+        let message = match &error {
+            Some(Value::Object(e)) => e.get("message").and_then(Value::as_str).map(str::to_owned),
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        map.insert(
+            "message".into(),
+            Value::String(message.unwrap_or_else(|| "unknown error".into())),
+        );
+        fixed = true;
+    }
+    let nested_code = match &error {
+        Some(Value::Object(e)) => e.get("code").cloned(),
+        _ => None,
+    };
+    let code = nested_code
+        .filter(|c| !c.is_null())
+        .or_else(|| map.remove("code"));
+    match code {
+        Some(Value::String(s)) => {
+            map.insert("code".into(), Value::String(s));
+        }
+        Some(Value::Null) | None => {}
+        Some(other) => {
+            fixed = true;
+            let text = other
+                .as_str()
+                .map_or_else(|| compact(&other), str::to_owned);
+            map.insert("code".into(), Value::String(text));
+        }
+    }
+    if fixed {
+        notes.push(Note::Fixup(Rule::RunErrorShape));
+    }
+}
+
+/// Row 8: tool-result content as a string or valid parts; anything else as compact JSON.
+pub fn tool_result_content(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+    map.remove("tool_name");
+    map.remove("tool_call_args");
+    map.remove("toolName");
+    map.remove("role");
+    match map.get("content") {
+        Some(Value::String(_)) => {}
+        Some(Value::Array(parts))
+            if serde_json::from_value::<Vec<ContentPart>>(Value::Array(parts.clone())).is_ok() => {}
+        Some(other) => {
+            let text = compact(other);
+            notes.push(Note::Fixup(Rule::ToolResultShape));
+            map.insert("content".into(), Value::String(text));
+        }
+        None => {
+            notes.push(Note::Fixup(Rule::ToolResultShape));
+            map.insert("content".into(), Value::String(String::new()));
+        }
+    }
+}
+
+/// Row 13: an op list (a single op is wrapped), `from` only on move/copy, paths with a leading `/`.
+pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
+    if value.is_object() {
+        notes.push(Note::Fixup(Rule::StateDeltaShape));
+        *value = Value::Array(vec![value.take()]);
+    }
+    let Value::Array(ops) = value else {
+        return;
+    };
+    for op in ops.iter_mut().filter_map(Value::as_object_mut) {
+        let kind = op.get("op").and_then(Value::as_str).unwrap_or_default();
+        if !matches!(kind, "move" | "copy") && op.remove("from").is_some() {
+            notes.push(Note::Fixup(Rule::StateDeltaShape));
+        }
+        for key in ["path", "from"] {
+            if let Some(Value::String(p)) = op.get_mut(key) {
+                if !p.is_empty() && !p.starts_with('/') {
+                    notes.push(Note::Fixup(Rule::StateDeltaShape));
+                    p.insert(0, '/');
+                }
+            }
+        }
+    }
+}
+
+/// Rows 1, 9, 19 on one message: snake keys, nulls, legacy `binary` parts upgraded.
+pub fn message(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut Vec<Note>) {
+    snake_keys(map, aliases, notes);
+    map.retain(|_, v| !v.is_null());
+    if map.get("metadata").is_some_and(|m| !m.is_object()) {
+        map.remove("metadata");
+    }
+    if let Some(Value::Array(parts)) = map.get_mut("content") {
+        for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+            upgrade_binary_part(part, notes);
+        }
+    }
+    if let Some(Value::Array(calls)) = map.get_mut("toolCalls") {
+        for call in calls.iter_mut().filter_map(Value::as_object_mut) {
+            call.retain(|_, v| !v.is_null());
+            call.entry("type")
+                .or_insert_with(|| Value::from("function"));
+        }
+    }
+}
+
+/// Row 19: `{type:"binary", mimeType, data|url|id}` → an image/audio/video/document part.
+fn upgrade_binary_part(part: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+    if part.get("type").and_then(Value::as_str) != Some("binary") {
+        return;
+    }
+    notes.push(Note::Fixup(Rule::VendorExtras));
+    let mime = part
+        .get("mimeType")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let kind = ["image", "audio", "video"]
+        .into_iter()
+        .find(|k| mime.starts_with(&format!("{k}/")))
+        .unwrap_or("document");
+    let mut source = Map::new();
+    if let Some(data) = part.remove("data") {
+        source.insert("type".into(), "data".into());
+        source.insert("value".into(), data);
+    } else if let Some(url) = part.remove("url") {
+        source.insert("type".into(), "url".into());
+        source.insert("value".into(), url);
+    } else if let Some(id) = part.remove("id") {
+        source.insert("type".into(), "file".into());
+        source.insert("value".into(), id);
+    }
+    if !mime.is_empty() {
+        source.insert("mimeType".into(), Value::String(mime));
+    }
+    part.remove("mimeType");
+    part.remove("filename");
+    part.insert("type".into(), Value::from(kind));
+    part.insert("source".into(), Value::Object(source));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn timestamps() {
+        let cases = [
+            (json!(1_700_000_000_000_i64), Some(1_700_000_000_000_i64)),
+            (json!(1_761_819_878), Some(1_761_819_878_000)),
+            (json!(1_761_819_878.5), Some(1_761_819_878_500)),
+            (json!(1_700_000_000_000.7), Some(1_700_000_000_000)),
+            (json!(10_693_854), None),
+            (json!("2025-10-30T10:24:38Z"), Some(1_761_819_878_000)),
+            (
+                json!("2025-10-30T18:24:38.25+08:00"),
+                Some(1_761_819_878_250),
+            ),
+            (json!("yesterday"), None),
+            (json!(true), None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(timestamp_ms(&input), want.map(Value::from), "{input}");
+        }
+    }
+
+    #[test]
+    fn run_error_shapes() {
+        let fix = |v: Value| {
+            let mut m = v.as_object().unwrap().clone();
+            run_error(&mut m, &mut Vec::new());
+            Value::Object(m)
+        };
+        assert_eq!(
+            fix(json!({"error":{"code":"TIMEOUT","message":"slow"}})),
+            json!({"message":"slow","code":"TIMEOUT"})
+        );
+        assert_eq!(
+            fix(json!({"error":"bad","code":500})),
+            json!({"message":"bad","code":"500"})
+        );
+        assert_eq!(
+            fix(json!({"message":"x","code":"400","result":{}})),
+            json!({"message":"x","code":"400"})
+        );
+        assert_eq!(fix(json!({})), json!({"message":"unknown error"}));
+    }
+
+    #[test]
+    fn patches() {
+        let mut v = json!({"op":"add","path":"a/b","value":1,"from":""});
+        patch(&mut v, &mut Vec::new());
+        assert_eq!(v, json!([{"op":"add","path":"/a/b","value":1}]));
+        let mut v =
+            json!([{"op":"move","path":"/b","from":"a"},{"op":"replace","path":"","value":{}}]);
+        patch(&mut v, &mut Vec::new());
+        assert_eq!(
+            v,
+            json!([{"op":"move","path":"/b","from":"/a"},{"op":"replace","path":"","value":{}}])
+        );
+    }
+
+    #[test]
+    fn binary_parts_are_upgraded() {
+        let mut m = json!({"id":"u","role":"user","content":[
+            {"type":"binary","mimeType":"image/png","data":"AAAA"},
+            {"type":"binary","mimeType":"application/pdf","url":"https://x/y.pdf","filename":"y.pdf"}]})
+        .as_object()
+        .unwrap()
+        .clone();
+        message(&mut m, &AguiAliases::builtin(), &mut Vec::new());
+        assert_eq!(
+            m["content"],
+            json!([{"type":"image","source":{"type":"data","value":"AAAA","mimeType":"image/png"}},
+                   {"type":"document","source":{"type":"url","value":"https://x/y.pdf","mimeType":"application/pdf"}}])
+        );
+    }
+}

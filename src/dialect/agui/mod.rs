@@ -1,0 +1,13 @@
+//! AG-UI over SSE: the lenient reader (`read`), the request reader (`request`) and the strict
+//! 1.0 writer (`write`). `specs/agui.md`, `specs/dialects.md`.
+//!
+//! Must not import `proxy`, `aap`, `session` or hyper.
+
+mod fix;
+mod read;
+mod request;
+mod write;
+
+pub use read::AguiReader;
+pub use request::{read_request, write_request};
+pub use write::{AguiWriter, UnknownFields};

@@ -1,0 +1,620 @@
+//! The lenient AG-UI reader: any vendor variant in, canonical 1.0 events out
+//! (`specs/dialects.md`, processing order 1–6; sequence repairs are the sequencer's).
+//!
+//! Per SSE event: parse (a data block that is not JSON is retried line by line, row 18; still
+//! not JSON is fatal for the run, `UPSTREAM_MALFORMED`), resolve the type (`type`, else an
+//! `event` key, else the SSE `event:` name; spelling and renames, rows 2/14/16), rename keys
+//! (rows 1/7), fix values (rows 3, 6, 8, 9, 10, 13, 17, 25, 27), decode into the canonical type,
+//! then expand chunks (row 11) and legacy thinking (row 12). A known type whose fields still do
+//! not fit is dropped and noted, never passed on half-valid.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::fix;
+use crate::error::{ErrorCode, Failure};
+use crate::event::{
+    Event, EventBase, EventType, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
+    ReasoningMessageStart, ReasoningStart, RunError, TextMessageStart, ToolCallArgs,
+};
+use crate::mapping::AguiAliases;
+use crate::sse::SseEvent;
+use crate::translate::chunks::ChunkExpander;
+use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
+
+/// The name of the `CUSTOM` event some vendors use as a global error signal (row 25).
+const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
+
+/// Arguments held back for one open tool call (rows 6 and 7).
+#[derive(Debug, Default)]
+struct HeldArgs {
+    /// A string `TOOL_CALL_ARGS` has been emitted for the call.
+    saw_string: bool,
+    /// Object deltas, shallow-merged, emitted as one ARGS before the END.
+    merged: Option<Map<String, Value>>,
+    /// Base fields of the first object delta, carried by the merged ARGS.
+    merged_base: Option<EventBase>,
+    /// An `args` object on START or END, used only when no ARGS arrived at all.
+    fallback: Option<Value>,
+}
+
+/// Legacy `THINKING_*` state (row 12).
+#[derive(Debug, Default)]
+struct Thinking {
+    /// The open span and whether the reader synthesised it.
+    span: Option<(String, bool)>,
+    message: Option<String>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct AguiReader {
+    aliases: Arc<AguiAliases>,
+    mint: IdMint,
+    chunks: ChunkExpander,
+    /// Open text messages per lane, to resolve events that lack a `messageId` (row 10).
+    open_text: Vec<(Option<String>, String)>,
+    held_args: HashMap<String, HeldArgs>,
+    thinking: Thinking,
+    /// Events resolved from one object before chunk expansion; reused between calls.
+    scratch: Vec<Event>,
+}
+
+impl AguiReader {
+    pub fn new(ids: &RunIds, aliases: Arc<AguiAliases>) -> AguiReader {
+        AguiReader {
+            aliases,
+            mint: IdMint::new(&ids.run_id),
+            chunks: ChunkExpander::default(),
+            open_text: Vec::new(),
+            held_args: HashMap::new(),
+            thinking: Thinking::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Reads one SSE event. `Err` means the payload is unusable and the run must end.
+    pub fn read(
+        &mut self,
+        sse: &SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        match serde_json::from_slice::<Value>(&sse.data) {
+            Ok(value) => self.read_value(value, sse.name.as_deref(), out, notes),
+            // Several JSON objects joined by newlines in one data block (row 18).
+            Err(first_error) => {
+                let text = std::str::from_utf8(&sse.data).map_err(|_| malformed("is not UTF-8"))?;
+                let values = text
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(serde_json::from_str::<Value>)
+                    .collect::<Result<Vec<_>, _>>()
+                    .ok()
+                    .filter(|v| v.len() > 1)
+                    .ok_or_else(|| malformed(&format!("is not JSON ({first_error})")))?;
+                notes.push(Note::Fixup(Rule::MultiObjectData));
+                values
+                    .into_iter()
+                    .try_for_each(|v| self.read_value(v, sse.name.as_deref(), out, notes))
+            }
+        }
+    }
+
+    fn read_value(
+        &mut self,
+        value: Value,
+        sse_name: Option<&str>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        let Value::Object(map) = value else {
+            return Err(malformed("is JSON but not an object"));
+        };
+        let first = out.len();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.resolve(map, sse_name, &mut scratch, notes);
+        for event in scratch.drain(..) {
+            self.chunks.push(event, &mut self.mint, out, notes);
+        }
+        self.scratch = scratch;
+        self.track_open_text(&out[first..]);
+        Ok(())
+    }
+
+    /// One object in, zero or more canonical (possibly chunk) events out.
+    fn resolve(
+        &mut self,
+        mut map: Map<String, Value>,
+        sse_name: Option<&str>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let Some(spelled) = type_name(&mut map, sse_name, notes) else {
+            notes.push(Note::Dropped(DropKind::UnknownType));
+            return;
+        };
+        let aliases = Arc::clone(&self.aliases);
+        fix::snake_keys(&mut map, &aliases, notes);
+        if spelled.starts_with("THINKING") {
+            fix::base_fields(&mut map, notes);
+            self.legacy_thinking(&spelled, map, out, notes);
+            return;
+        }
+        let ty = match aliases.events.get(&spelled) {
+            Some(ty) => {
+                notes.push(Note::Fixup(if spelled.starts_with("ACTION_EXECUTION") {
+                    Rule::ActionExecution
+                } else {
+                    Rule::SnapshotName
+                }));
+                *ty
+            }
+            None => match EventType::from_wire(&spelled) {
+                Some(ty) => ty,
+                None => {
+                    tracing::debug!(event_type = %spelled, "dropping an unknown upstream event type");
+                    notes.push(Note::Dropped(DropKind::UnknownType));
+                    return;
+                }
+            },
+        };
+        fix::field_aliases(&mut map, &aliases, [&spelled, ty.as_str()], notes);
+        fix::base_fields(&mut map, notes);
+        if !self.fix_values(ty, &mut map, out, notes) {
+            return;
+        }
+        match Event::from_payload(ty, Value::Object(map)) {
+            Ok(event) => self.emit(event, out),
+            Err(error) => {
+                tracing::debug!(event_type = ty.as_str(), %error, "dropping an invalid upstream event");
+                notes.push(Note::Dropped(DropKind::InvalidEvent));
+            }
+        }
+    }
+
+    /// Type-specific repairs; false when the object was consumed (held, converted or dropped).
+    fn fix_values(
+        &mut self,
+        ty: EventType,
+        map: &mut Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> bool {
+        match ty {
+            EventType::RunError => fix::run_error(map, notes),
+            EventType::RunStarted => missing_run_ids(map, notes),
+            EventType::RunFinished => {
+                missing_run_ids(map, notes);
+                fix_outcome(map, &self.aliases, notes);
+                self.flush_all_held_args(out);
+            }
+            EventType::TextMessageStart => {
+                if let Some(role) = map.get("role") {
+                    let role_text = role.as_str().unwrap_or_default();
+                    let fixed = self.aliases.role(role_text);
+                    if fixed.as_str() != role_text {
+                        notes.push(Note::Fixup(Rule::TextEventGaps));
+                        map.insert("role".into(), fixed.as_str().into());
+                    }
+                }
+                if !map.contains_key("messageId") {
+                    notes.push(Note::Fixup(Rule::TextEventGaps));
+                    map.insert("messageId".into(), self.mint.next('m').into());
+                }
+            }
+            EventType::TextMessageContent | EventType::TextMessageEnd => {
+                if !map.get("messageId").is_some_and(Value::is_string) {
+                    notes.push(Note::Fixup(Rule::TextEventGaps));
+                    let lane = map.get("subagentRunId").and_then(Value::as_str);
+                    let open = self.single_open_text(lane);
+                    match (open, ty) {
+                        (Some(id), _) => {
+                            map.insert("messageId".into(), id.into());
+                        }
+                        (None, EventType::TextMessageContent) => {
+                            let id = self.mint.next('m');
+                            out.push(Event::TextMessageStart(TextMessageStart {
+                                message_id: id.clone(),
+                                role: Default::default(),
+                                name: None,
+                                base: EventBase {
+                                    subagent_run_id: lane.map(str::to_owned),
+                                    ..EventBase::default()
+                                },
+                            }));
+                            map.insert("messageId".into(), id.into());
+                        }
+                        (None, _) => {
+                            notes.push(Note::Dropped(DropKind::Orphan));
+                            return false;
+                        }
+                    }
+                }
+                if ty == EventType::TextMessageContent && !map.contains_key("delta") {
+                    notes.push(Note::Fixup(Rule::TextEventGaps));
+                    map.insert("delta".into(), "".into());
+                }
+            }
+            EventType::ToolCallStart => {
+                let id = tool_call_id(map);
+                let held = self.held_args.entry(id).or_default();
+                if let Some(args) = map.remove("args") {
+                    notes.push(Note::Fixup(Rule::FieldAlias));
+                    held.fallback = Some(args);
+                }
+            }
+            EventType::ToolCallArgs => {
+                let id = tool_call_id(map);
+                match map.get_mut("delta") {
+                    Some(Value::String(_)) => {
+                        let held = self.held_args.entry(id.clone()).or_default();
+                        if let Some(merged) = held.merged.take() {
+                            // A mix of object and string deltas: serialise what was held (lossy).
+                            notes.push(Note::Fixup(Rule::ObjectToolArgs));
+                            out.push(args_event(id, fix::compact(&Value::Object(merged))));
+                        }
+                        held.saw_string = true;
+                    }
+                    Some(Value::Object(_)) => {
+                        notes.push(Note::Fixup(Rule::ObjectToolArgs));
+                        let mut rest = std::mem::take(map);
+                        let Some(Value::Object(obj)) = rest.remove("delta") else {
+                            return false;
+                        };
+                        rest.remove("toolCallId");
+                        let base = serde_json::from_value::<EventBase>(Value::Object(rest))
+                            .unwrap_or_default();
+                        let held = self.held_args.entry(id.clone()).or_default();
+                        if held.saw_string {
+                            let mut event = args_event(id, fix::compact(&Value::Object(obj)));
+                            *event.base_mut() = base;
+                            out.push(event);
+                        } else {
+                            held.merged_base.get_or_insert(base);
+                            held.merged.get_or_insert_with(Map::new).extend(obj);
+                        }
+                        return false;
+                    }
+                    Some(other) => {
+                        notes.push(Note::Fixup(Rule::ObjectToolArgs));
+                        let text = fix::compact(other);
+                        *other = Value::String(text);
+                        self.held_args.entry(id).or_default().saw_string = true;
+                    }
+                    None => {}
+                }
+            }
+            EventType::ToolCallEnd => {
+                let id = tool_call_id(map);
+                if let Some(args) = map.remove("args") {
+                    notes.push(Note::Fixup(Rule::FieldAlias));
+                    self.held_args.entry(id.clone()).or_default().fallback = Some(args);
+                }
+                self.flush_held_args(&id, out);
+            }
+            EventType::ToolCallResult => {
+                fix::tool_result_content(map, notes);
+                if !map
+                    .get("messageId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+                {
+                    notes.push(Note::Fixup(Rule::ToolResultShape));
+                    map.insert("messageId".into(), self.mint.next('t').into());
+                }
+                let id = tool_call_id(map);
+                self.flush_held_args(&id, out);
+            }
+            EventType::StateDelta => {
+                if let Some(delta) = map.get_mut("delta") {
+                    fix::patch(delta, notes);
+                }
+            }
+            EventType::ActivityDelta => {
+                if let Some(patch) = map.get_mut("patch") {
+                    fix::patch(patch, notes);
+                }
+            }
+            EventType::MessagesSnapshot => {
+                if let Some(Value::Array(messages)) = map.get_mut("messages") {
+                    for m in messages.iter_mut().filter_map(Value::as_object_mut) {
+                        fix::message(m, &self.aliases, notes);
+                    }
+                }
+            }
+            EventType::Custom => {
+                if map.get("name").and_then(Value::as_str) == Some(SYSTEM_EXCEPTION) {
+                    notes.push(Note::Fixup(Rule::SystemException));
+                    let message = match map.remove("value") {
+                        Some(Value::String(s)) => s,
+                        Some(v) if !v.is_null() => fix::compact(&v),
+                        _ => "the upstream reported a system exception".into(),
+                    };
+                    self.emit(
+                        Event::RunError(RunError {
+                            message,
+                            code: Some(SYSTEM_EXCEPTION.into()),
+                            usage: None,
+                            base: EventBase::default(),
+                        }),
+                        out,
+                    );
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Pushes an event; a terminal first flushes held arguments and forgets open state.
+    fn emit(&mut self, event: Event, out: &mut Vec<Event>) {
+        if event.is_terminal() {
+            self.held_args.clear();
+            self.thinking = Thinking::default();
+        }
+        out.push(event);
+    }
+
+    /// Emits what a call's ARGS never carried, just before its END or RESULT.
+    fn flush_held_args(&mut self, id: &str, out: &mut Vec<Event>) {
+        let Some(held) = self.held_args.remove(id) else {
+            return;
+        };
+        if let Some(merged) = held.merged {
+            let mut event = args_event(id.to_owned(), fix::compact(&Value::Object(merged)));
+            *event.base_mut() = held.merged_base.unwrap_or_default();
+            out.push(event);
+        } else if let (false, Some(fallback)) = (held.saw_string, held.fallback) {
+            let text = match fallback {
+                Value::String(s) => s,
+                other => fix::compact(&other),
+            };
+            out.push(args_event(id.to_owned(), text));
+        }
+    }
+
+    fn flush_all_held_args(&mut self, out: &mut Vec<Event>) {
+        let mut ids: Vec<String> = self.held_args.keys().cloned().collect();
+        ids.sort();
+        for id in ids {
+            self.flush_held_args(&id, out);
+        }
+    }
+
+    fn single_open_text(&self, lane: Option<&str>) -> Option<String> {
+        let mut in_lane = self.open_text.iter().filter(|(l, _)| l.as_deref() == lane);
+        match (in_lane.next(), in_lane.next()) {
+            (Some((_, id)), None) => Some(id.clone()),
+            _ => None,
+        }
+    }
+
+    fn track_open_text(&mut self, events: &[Event]) {
+        for e in events {
+            match e {
+                Event::TextMessageStart(s) => self
+                    .open_text
+                    .push((s.base.subagent_run_id.clone(), s.message_id.clone())),
+                Event::TextMessageEnd(s) => self.open_text.retain(|(_, id)| *id != s.message_id),
+                Event::RunFinished(_) | Event::RunError(_) => self.open_text.clear(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Row 12: legacy `THINKING_*` → `REASONING_*`, with a synthetic span around messages that
+    /// have none; `title` and other legacy extras are dropped.
+    fn legacy_thinking(
+        &mut self,
+        spelled: &str,
+        map: Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        notes.push(Note::Fixup(Rule::LegacyThinking));
+        let given_id = map
+            .get("messageId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let base = EventBase {
+            timestamp: map.get("timestamp").and_then(Value::as_i64),
+            raw_event: map.get("rawEvent").cloned(),
+            metadata: map.get("metadata").and_then(Value::as_object).cloned(),
+            subagent_run_id: map
+                .get("subagentRunId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            extra: Map::new(),
+        };
+        match spelled {
+            "THINKING_START" => {
+                if self.thinking.span.is_some() {
+                    notes.push(Note::Dropped(DropKind::DuplicateStart));
+                    return;
+                }
+                let id = given_id.unwrap_or_else(|| self.mint.next('r'));
+                self.thinking.span = Some((id.clone(), false));
+                out.push(Event::ReasoningStart(ReasoningStart {
+                    message_id: id,
+                    base,
+                }));
+            }
+            "THINKING_END" => {
+                self.close_thinking_message(EventBase::default(), out);
+                match self.thinking.span.take() {
+                    Some((id, _)) => out.push(Event::ReasoningEnd(ReasoningEnd {
+                        message_id: id,
+                        base,
+                    })),
+                    None => notes.push(Note::Dropped(DropKind::Orphan)),
+                }
+            }
+            "THINKING_TEXT_MESSAGE_START" => {
+                self.close_thinking_message(EventBase::default(), out);
+                self.open_thinking_message(given_id, base, out);
+            }
+            "THINKING_TEXT_MESSAGE_CONTENT" | "THINKING_CONTENT" => {
+                if self.thinking.message.is_none() {
+                    self.open_thinking_message(given_id, EventBase::default(), out);
+                }
+                let delta = match map.get("delta") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) if !v.is_null() => fix::compact(v),
+                    _ => String::new(),
+                };
+                if let Some(id) = self.thinking.message.clone() {
+                    out.push(Event::ReasoningMessageContent(ReasoningMessageContent {
+                        message_id: id,
+                        delta,
+                        base,
+                    }));
+                }
+            }
+            "THINKING_TEXT_MESSAGE_END" => {
+                if self.thinking.message.is_none() {
+                    notes.push(Note::Dropped(DropKind::Orphan));
+                    return;
+                }
+                self.close_thinking_message(base, out);
+            }
+            _ => notes.push(Note::Dropped(DropKind::UnknownType)),
+        }
+    }
+
+    fn open_thinking_message(
+        &mut self,
+        given: Option<String>,
+        base: EventBase,
+        out: &mut Vec<Event>,
+    ) {
+        let id = match (&self.thinking.span, given) {
+            (_, Some(id)) => id,
+            (Some((span, _)), None) => span.clone(),
+            (None, None) => self.mint.next('r'),
+        };
+        if self.thinking.span.is_none() {
+            self.thinking.span = Some((id.clone(), true));
+            out.push(Event::ReasoningStart(ReasoningStart {
+                message_id: id.clone(),
+                base: EventBase::default(),
+            }));
+        }
+        self.thinking.message = Some(id.clone());
+        out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
+            message_id: id,
+            role: Default::default(),
+            base,
+        }));
+    }
+
+    fn close_thinking_message(&mut self, base: EventBase, out: &mut Vec<Event>) {
+        let Some(id) = self.thinking.message.take() else {
+            return;
+        };
+        out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
+            message_id: id,
+            base,
+        }));
+        if let Some((span, true)) = &self.thinking.span {
+            out.push(Event::ReasoningEnd(ReasoningEnd {
+                message_id: span.clone(),
+                base: EventBase::default(),
+            }));
+            self.thinking.span = None;
+        }
+    }
+}
+
+fn malformed(what: &str) -> Failure {
+    Failure::new(
+        ErrorCode::UpstreamMalformed,
+        format!("an upstream event's data {what}; the upstream does not speak AG-UI over SSE"),
+    )
+}
+
+/// Row 2: `type`, else an `event` key, else the SSE event name; upper-cased, `.`/`-` → `_`.
+fn type_name(
+    map: &mut Map<String, Value>,
+    sse_name: Option<&str>,
+    notes: &mut Vec<Note>,
+) -> Option<String> {
+    let raw = match map.remove("type") {
+        Some(Value::String(s)) => s,
+        _ => match map.get("event") {
+            Some(Value::String(_)) => match map.remove("event") {
+                Some(Value::String(s)) => s,
+                _ => return None,
+            },
+            _ => sse_name?.to_owned(),
+        },
+    };
+    if raw.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
+        return Some(raw);
+    }
+    notes.push(Note::Fixup(Rule::TypeSpelling));
+    Some(
+        raw.chars()
+            .map(|c| match c {
+                '.' | '-' => '_',
+                c => c.to_ascii_uppercase(),
+            })
+            .collect(),
+    )
+}
+
+/// Row 5: run events without ids get empty ones, which the sequencer fills from the request.
+fn missing_run_ids(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+    for key in ["threadId", "runId"] {
+        if !map.get(key).is_some_and(Value::is_string) {
+            notes.push(Note::Fixup(Rule::RunIds));
+            map.insert(key.into(), Value::String(String::new()));
+        }
+    }
+}
+
+fn tool_call_id(map: &Map<String, Value>) -> String {
+    map.get("toolCallId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn args_event(tool_call_id: String, delta: String) -> Event {
+    Event::ToolCallArgs(ToolCallArgs {
+        tool_call_id,
+        delta,
+        base: EventBase::default(),
+    })
+}
+
+/// Row 27: an unknown outcome type, or an interrupt without interrupts, reads as success.
+fn fix_outcome(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut Vec<Note>) {
+    let Some(Value::Object(outcome)) = map.get_mut("outcome") else {
+        if map.contains_key("outcome") {
+            map.remove("outcome");
+            notes.push(Note::Fixup(Rule::Outcome));
+        }
+        return;
+    };
+    fix::snake_keys(outcome, aliases, notes);
+    let keep = match outcome.get("type").and_then(Value::as_str) {
+        Some("success" | "cancelled") => true,
+        Some("interrupt") => outcome
+            .get("interrupts")
+            .and_then(Value::as_array)
+            .is_some_and(|list| !list.is_empty()),
+        _ => false,
+    };
+    if !keep {
+        map.remove("outcome");
+        notes.push(Note::Fixup(Rule::Outcome));
+    }
+}
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

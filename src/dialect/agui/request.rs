@@ -1,0 +1,164 @@
+//! The run request on both sides: a client's body read leniently into a canonical
+//! [`RunAgentInput`] (`dialects.md` row 19; `agui.md` §3.1), and the canonical input written as the
+//! upstream's body.
+
+use serde_json::{Map, Value};
+
+use super::fix;
+use crate::error::{ErrorCode, Failure};
+use crate::event::{RunAgentInput, PROTOCOL_VERSION};
+use crate::mapping::AguiAliases;
+use crate::translate::Note;
+
+/// Top-level snake_case spellings of the request (row 19).
+const REQUEST_KEYS: &[(&str, &str)] = &[
+    ("thread_id", "threadId"),
+    ("run_id", "runId"),
+    ("parent_run_id", "parentRunId"),
+    ("forwarded_props", "forwardedProps"),
+    ("protocol_version", "protocolVersion"),
+];
+
+/// Reads a client's request body. Errors are `INVALID_REQUEST` and name the offending field.
+pub fn read_request(body: &[u8], aliases: &AguiAliases) -> Result<RunAgentInput, Failure> {
+    let invalid = |message: String| Failure::new(ErrorCode::InvalidRequest, message);
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
+    let Value::Object(mut map) = value else {
+        return Err(invalid(
+            "the request body must be a JSON object (a RunAgentInput)".into(),
+        ));
+    };
+    let mut notes: Vec<Note> = Vec::new();
+    for (snake, camel) in REQUEST_KEYS {
+        if let Some(v) = map.remove(*snake) {
+            map.entry(*camel).or_insert(v);
+        }
+    }
+    // TanStack mirrors forwardedProps as `data`; CloudBase Mini Programs send `botId`.
+    if let Some(data) = map.remove("data") {
+        if !map.contains_key("forwardedProps") {
+            map.insert("forwardedProps".into(), data);
+        }
+    }
+    if let Some(bot_id) = map.remove("botId") {
+        let props = map
+            .entry("forwardedProps")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(props) = props {
+            props.entry("botId").or_insert(bot_id);
+        }
+    }
+    for key in [
+        "state",
+        "forwardedProps",
+        "parentRunId",
+        "protocolVersion",
+        "resume",
+    ] {
+        if map.get(key).is_some_and(Value::is_null) {
+            map.remove(key);
+        }
+    }
+    for key in ["tools", "context"] {
+        if map.get(key).is_none_or(Value::is_null) {
+            map.insert(key.into(), Value::Array(Vec::new()));
+        }
+    }
+    if let Some(Value::Array(messages)) = map.get_mut("messages") {
+        for m in messages.iter_mut().filter_map(Value::as_object_mut) {
+            fix::message(m, aliases, &mut notes);
+        }
+    }
+    let input: RunAgentInput =
+        serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                invalid(format!("invalid RunAgentInput: {inner}"))
+            } else {
+                invalid(format!("invalid RunAgentInput at `{path}`: {inner}"))
+            }
+        })?;
+    for (field, value) in [("threadId", &input.thread_id), ("runId", &input.run_id)] {
+        if value.is_empty() {
+            return Err(invalid(format!(
+                "invalid RunAgentInput: `{field}` must not be empty"
+            )));
+        }
+    }
+    Ok(input)
+}
+
+/// The body sent to an AG-UI upstream: the canonical input, announcing protocol 1.0.
+pub fn write_request(input: &RunAgentInput) -> Vec<u8> {
+    let mut input = input.clone();
+    input.protocol_version = Some(PROTOCOL_VERSION.to_string());
+    if input.forwarded_props.is_none() {
+        input.forwarded_props = Some(Value::Object(Map::new()));
+    }
+    // Serialising the canonical types cannot fail: every map key is a string.
+    serde_json::to_vec(&input).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(v: Value) -> Result<RunAgentInput, Failure> {
+        read_request(v.to_string().as_bytes(), &AguiAliases::builtin())
+    }
+
+    #[test]
+    fn a_plain_http_agent_body_reads() {
+        let input = read(
+            json!({"threadId":"t","runId":"r","protocolVersion":"1.0","state":{},
+            "messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[],"context":[],
+            "forwardedProps":{}}),
+        )
+        .unwrap();
+        assert_eq!(input.messages.len(), 1);
+        assert_eq!(input.state, Some(json!({})));
+    }
+
+    #[test]
+    fn request_dialects_are_accepted() {
+        let input = read(json!({"thread_id":"t","run_id":"r","botId":"bot-1",
+            "messages":[{"id":"a","role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]},
+                        {"id":"b","role":"tool","tool_call_id":"c","content":"ok"}],
+            "state":null}))
+        .unwrap();
+        assert_eq!(input.thread_id, "t");
+        assert!(input.tools.is_empty());
+        assert_eq!(input.forwarded_props, Some(json!({"botId":"bot-1"})));
+        assert!(input.state.is_none());
+        assert!(input.extra.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_bad_field() {
+        let msg = |v: Value| read(v).unwrap_err().message;
+        assert!(msg(json!({"runId":"r","messages":[]})).contains("threadId"));
+        assert!(msg(json!({"threadId":"t","runId":"r","messages":"hi"})).contains("`messages`"));
+        assert!(msg(
+            json!({"threadId":"t","runId":"r","messages":[{"id":"1","role":"alien","content":"x"}]})
+        )
+        .contains("messages[0]"));
+        assert!(msg(json!({"threadId":"","runId":"r","messages":[]})).contains("threadId"));
+        assert!(msg(json!([1, 2])).contains("JSON object"));
+        let err = read_request(b"{nope", &AguiAliases::builtin()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+        assert!(err.message.contains("not valid JSON"));
+    }
+
+    #[test]
+    fn the_upstream_body_announces_1_0() {
+        let input = read(json!({"threadId":"t","runId":"r","messages":[]})).unwrap();
+        let body: Value = serde_json::from_slice(&write_request(&input)).unwrap();
+        assert_eq!(body["protocolVersion"], "1.0");
+        assert_eq!(body["tools"], json!([]));
+        assert_eq!(body["forwardedProps"], json!({}));
+        assert!(!body.to_string().contains("null"));
+    }
+}

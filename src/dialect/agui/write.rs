@@ -1,0 +1,165 @@
+//! The strict AG-UI 1.0 writer (`agui.md` §1, §6.1, §9): what it emits passes
+//! `@ag-ui/client` 1.0.0 without a warning.
+//!
+//! The canonical types already rule out nulls, fractional timestamps and chunks; what is left
+//! for the writer is the one thing 1.0 forbids that the model keeps: fields it does not know.
+//! They move under `metadata.upstream` (nothing a producer added is lost, and `metadata` is the
+//! protocol's place for extension data) or are dropped, per [`UnknownFields`].
+
+use bytes::BytesMut;
+use serde_json::{Map, Value};
+
+use crate::event::{Event, Message};
+use crate::sse;
+
+/// What the writer does with fields outside the 1.0 shape of an event or message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownFields {
+    /// Move them under `metadata.upstream`.
+    #[default]
+    Metadata,
+    /// Drop them.
+    Drop,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct AguiWriter {
+    unknown_fields: UnknownFields,
+}
+
+impl AguiWriter {
+    pub fn new(unknown_fields: UnknownFields) -> AguiWriter {
+        AguiWriter { unknown_fields }
+    }
+
+    /// Appends `data: <json>\n\n` for one canonical event.
+    pub fn write(&mut self, mut event: Event, out: &mut BytesMut) {
+        let base = event.base_mut();
+        fold_extra(&mut base.extra, &mut base.metadata, self.unknown_fields);
+        match &mut event {
+            Event::MessagesSnapshot(snapshot) => {
+                for message in &mut snapshot.messages {
+                    self.fold_message(message);
+                }
+            }
+            Event::RunStarted(started) => {
+                if let Some(input) = started.input.as_mut() {
+                    input.extra.clear();
+                    for message in &mut input.messages {
+                        self.fold_message(message);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Err(error) = sse::encode_json(out, None, &event) {
+            // Canonical types always serialise; this would be a model bug, not bad input.
+            tracing::error!(%error, event_type = event.event_type().as_str(), "could not encode an event");
+        }
+    }
+
+    fn fold_message(&self, message: &mut Message) {
+        let (extra, metadata) = message.extra_and_metadata();
+        fold_extra(extra, metadata, self.unknown_fields);
+    }
+}
+
+fn fold_extra(
+    extra: &mut Map<String, Value>,
+    metadata: &mut Option<Map<String, Value>>,
+    policy: UnknownFields,
+) {
+    if extra.is_empty() {
+        return;
+    }
+    let extra = std::mem::take(extra);
+    if policy == UnknownFields::Drop {
+        return;
+    }
+    let metadata = metadata.get_or_insert_with(Map::new);
+    match metadata.get_mut("upstream") {
+        Some(Value::Object(upstream)) => upstream.extend(extra),
+        _ => {
+            metadata.insert("upstream".into(), Value::Object(extra));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write(policy: UnknownFields, v: Value) -> String {
+        let mut out = BytesMut::new();
+        AguiWriter::new(policy).write(serde_json::from_value(v).unwrap(), &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    fn payload(line: &str) -> Value {
+        let json = line
+            .strip_prefix("data: ")
+            .and_then(|l| l.strip_suffix("\n\n"))
+            .unwrap();
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn frames_are_one_data_line_with_lf_only() {
+        let text = write(
+            UnknownFields::Metadata,
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\r\nb"}),
+        );
+        assert!(text.starts_with("data: {") && text.ends_with("}\n\n"));
+        assert_eq!(text.matches('\n').count(), 2);
+        assert!(!text.contains('\r'));
+    }
+
+    #[test]
+    fn unknown_fields_move_under_metadata_upstream() {
+        let v = payload(&write(
+            UnknownFields::Metadata,
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","model":"gpt",
+                   "metadata":{"k":1,"upstream":{"stage":"a"}}}),
+        ));
+        assert_eq!(
+            v,
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x",
+                   "metadata":{"k":1,"upstream":{"stage":"a","model":"gpt"}}})
+        );
+        let v = payload(&write(
+            UnknownFields::Drop,
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","model":"gpt"}),
+        ));
+        assert_eq!(
+            v,
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"})
+        );
+    }
+
+    #[test]
+    fn snapshot_messages_are_folded_too() {
+        let v = payload(&write(
+            UnknownFields::Metadata,
+            json!({"type":"MESSAGES_SNAPSHOT","messages":[{"id":"1","role":"user","content":"x","mood":"ok"}]}),
+        ));
+        assert_eq!(
+            v["messages"][0],
+            json!({"id":"1","role":"user","content":"x","metadata":{"upstream":{"mood":"ok"}}})
+        );
+    }
+
+    #[test]
+    fn timestamps_are_integers_and_nothing_is_null() {
+        let text = write(
+            UnknownFields::Metadata,
+            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","timestamp":1700000000000_i64,"result":null}),
+        );
+        assert!(
+            text.contains("\"timestamp\":1700000000000,")
+                || text.contains("\"timestamp\":1700000000000}")
+        );
+        assert!(!text.contains("null"));
+    }
+}

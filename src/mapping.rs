@@ -1,0 +1,238 @@
+//! Data-driven dialect variants (DESIGN.md principle 6): loads `mappings/*.toml` for the
+//! readers. The files in the repository are compiled in as defaults; `--mappings DIR` replaces
+//! them at start-up, and `check` validates them.
+//!
+//! Must not import `proxy`, `aap`, `session` or hyper.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::event::{EventType, TextRole};
+
+/// The compiled-in AG-UI alias table.
+pub const BUILTIN_AGUI_ALIASES: &str = include_str!("../mappings/agui-aliases.toml");
+/// File name of the AG-UI alias table inside a mappings directory.
+pub const AGUI_ALIASES_FILE: &str = "agui-aliases.toml";
+
+/// Why a mapping file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MappingError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: {source}")]
+    Parse {
+        origin: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{origin}: {key}: {problem}")]
+    Invalid {
+        origin: String,
+        key: String,
+        problem: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAliases {
+    #[serde(default)]
+    keys: HashMap<String, String>,
+    #[serde(default)]
+    events: HashMap<String, String>,
+    #[serde(default)]
+    fields: HashMap<String, HashMap<String, String>>,
+    #[serde(default)]
+    roles: HashMap<String, String>,
+    #[serde(default)]
+    defaults: RawDefaults,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    unknown_role: Option<String>,
+}
+
+/// The AG-UI reader's alias and rename tables, validated.
+#[derive(Debug, Clone)]
+pub struct AguiAliases {
+    /// snake_case → camelCase key renames.
+    pub keys: Vec<(String, String)>,
+    /// Upstream type name → 1.0 type.
+    pub events: HashMap<String, EventType>,
+    /// Type name (as spelled upstream, or canonical) → (alias, canonical key).
+    pub fields: HashMap<String, Vec<(String, String)>>,
+    /// Lower-cased role → 1.0 text role.
+    pub roles: HashMap<String, TextRole>,
+    pub unknown_role: TextRole,
+}
+
+impl AguiAliases {
+    /// The compiled-in table.
+    pub fn builtin() -> AguiAliases {
+        // The embedded file is tested (`builtin_tables_parse`); failing here is a build defect.
+        AguiAliases::parse(BUILTIN_AGUI_ALIASES, "builtin agui-aliases.toml")
+            .expect("the compiled-in agui-aliases.toml is valid")
+    }
+
+    /// Parses and validates a table; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<AguiAliases, MappingError> {
+        let raw: RawAliases = toml::from_str(text).map_err(|e| MappingError::Parse {
+            origin: origin.to_string(),
+            source: Box::new(e),
+        })?;
+        let invalid = |key: String, problem: String| MappingError::Invalid {
+            origin: origin.to_string(),
+            key,
+            problem,
+        };
+        let mut events = HashMap::new();
+        for (from, to) in raw.events {
+            let ty = EventType::from_wire(&to).ok_or_else(|| {
+                invalid(
+                    format!("events.{from}"),
+                    format!("unknown AG-UI 1.0 event type {to:?}"),
+                )
+            })?;
+            events.insert(from, ty);
+        }
+        let mut roles = HashMap::new();
+        for (from, to) in raw.roles {
+            let role = TextRole::from_wire(&to).ok_or_else(|| {
+                invalid(
+                    format!("roles.{from}"),
+                    format!("unknown role {to:?} (expected developer, system, assistant or user)"),
+                )
+            })?;
+            roles.insert(from.to_lowercase(), role);
+        }
+        let unknown_role = match raw.defaults.unknown_role {
+            None => TextRole::Assistant,
+            Some(r) => TextRole::from_wire(&r).ok_or_else(|| {
+                invalid(
+                    "defaults.unknown_role".into(),
+                    format!("unknown role {r:?}"),
+                )
+            })?,
+        };
+        for (to, from) in raw.keys.iter().map(|(f, t)| (t, f)) {
+            if to.is_empty() || from == to {
+                return Err(invalid(
+                    format!("keys.{from}"),
+                    "must rename to a different, non-empty key".into(),
+                ));
+            }
+        }
+        let mut keys: Vec<_> = raw.keys.into_iter().collect();
+        keys.sort();
+        let fields = raw
+            .fields
+            .into_iter()
+            .map(|(ty, map)| {
+                let mut pairs: Vec<_> = map.into_iter().collect();
+                pairs.sort();
+                (ty, pairs)
+            })
+            .collect();
+        Ok(AguiAliases {
+            keys,
+            events,
+            fields,
+            roles,
+            unknown_role,
+        })
+    }
+
+    /// Maps any role string onto a 1.0 text role.
+    pub fn role(&self, role: &str) -> TextRole {
+        TextRole::from_wire(role)
+            .or_else(|| self.roles.get(&role.to_lowercase()).copied())
+            .unwrap_or(self.unknown_role)
+    }
+}
+
+/// Every table the readers use.
+#[derive(Debug, Clone)]
+pub struct Mappings {
+    pub agui: Arc<AguiAliases>,
+}
+
+impl Mappings {
+    /// The compiled-in defaults.
+    pub fn builtin() -> Mappings {
+        Mappings {
+            agui: Arc::new(AguiAliases::builtin()),
+        }
+    }
+
+    /// Loads the tables of `dir`; a file missing from it keeps the compiled-in default.
+    pub fn load(dir: &Path) -> Result<Mappings, MappingError> {
+        let path = dir.join(AGUI_ALIASES_FILE);
+        let agui = match std::fs::read_to_string(&path) {
+            Ok(text) => AguiAliases::parse(&text, &path.display().to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => AguiAliases::builtin(),
+            Err(source) => return Err(MappingError::Io { path, source }),
+        };
+        Ok(Mappings {
+            agui: Arc::new(agui),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_tables_parse() {
+        let a = AguiAliases::parse(BUILTIN_AGUI_ALIASES, "builtin").unwrap();
+        assert!(a
+            .keys
+            .iter()
+            .any(|(s, c)| s == "thread_id" && c == "threadId"));
+        assert_eq!(a.events["MESSAGE_SNAPSHOT"], EventType::MessagesSnapshot);
+        assert_eq!(a.role("助手"), TextRole::Assistant);
+        assert_eq!(a.role("AI"), TextRole::Assistant);
+        assert_eq!(a.role("Human"), TextRole::User);
+        assert_eq!(a.role("wizard"), TextRole::Assistant);
+        assert_eq!(a.role("system"), TextRole::System);
+    }
+
+    #[test]
+    fn invalid_tables_name_the_key() {
+        let err = AguiAliases::parse("[events]\nFOO = \"BAR\"\n", "x.toml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.toml: events.FOO: unknown AG-UI 1.0 event type \"BAR\""
+        );
+        let err = AguiAliases::parse("[roles]\nbot = \"robot\"\n", "x.toml").unwrap_err();
+        assert!(err.to_string().contains("roles.bot"), "{err}");
+        let err = AguiAliases::parse("[nope]\n", "x.toml").unwrap_err();
+        assert!(err.to_string().starts_with("x.toml: "), "{err}");
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_directory_overrides_the_builtin_table() {
+        let dir = std::env::temp_dir().join(format!("dp-mappings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(AGUI_ALIASES_FILE),
+            "[roles]\nrobot = \"assistant\"\n",
+        )
+        .unwrap();
+        let m = Mappings::load(&dir).unwrap();
+        assert!(m.agui.keys.is_empty());
+        assert!(m.agui.roles.contains_key("robot"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A directory without the file keeps the default.
+        let m = Mappings::load(Path::new("/nonexistent-dir")).unwrap();
+        assert!(!m.agui.keys.is_empty());
+    }
+}
