@@ -1,1 +1,3 @@
-fn main() {}
+fn main() -> anyhow::Result<()> {
+    dialect_proxy::cli::main()
+}

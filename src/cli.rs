@@ -1,0 +1,349 @@
+//! The command line (DESIGN.md, "Command line"): `serve`, `translate`, `check`, `demo-agent`.
+//! Flags override the environment (`DIALECT_PROXY_*`), which overrides the config file.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use bytes::BytesMut;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{self, Overrides, RawLimits};
+use crate::dialect::agui::read_request;
+use crate::dialect::Dialect;
+use crate::mapping::Mappings;
+use crate::translate::{Pipeline, PipelineSpec, RunIds};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dialect-proxy",
+    version,
+    about = "A streaming gateway that translates AG-UI, HAI and AAP event by event"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve(ServeArgs),
+    /// Translate a recorded SSE stream (a file or stdin) from one dialect to another, through the
+    /// same code as the proxy.
+    Translate(TranslateArgs),
+    /// Validate a config file and the mapping tables, reporting every problem.
+    Check(CheckArgs),
+    /// Run the built-in scripted AG-UI 1.0 demo agent.
+    DemoAgent(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// TOML config file with several routes.
+    #[arg(long, env = "DIALECT_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "DIALECT_PROXY_LISTEN")]
+    listen: Option<String>,
+    /// Dialect of the clients (single-route mode) [default: ag-ui].
+    #[arg(long, env = "DIALECT_PROXY_CLIENT")]
+    client: Option<String>,
+    /// Upstream URL, or builtin:demo for the in-process demo agent (single-route mode).
+    #[arg(long, env = "DIALECT_PROXY_UPSTREAM")]
+    upstream: Option<String>,
+    /// Dialect of the upstream (single-route mode) [default: ag-ui].
+    #[arg(long, env = "DIALECT_PROXY_UPSTREAM_DIALECT")]
+    upstream_dialect: Option<String>,
+    /// Agent name announced by an AAP face.
+    #[arg(long, env = "DIALECT_PROXY_AGENT_NAME")]
+    agent_name: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// Directory with mapping tables overriding the compiled-in ones (agui-aliases.toml, …).
+    #[arg(long, env = "DIALECT_PROXY_MAPPINGS")]
+    mappings: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// TCP connect timeout to the upstream [default: 5s].
+    #[arg(long, env = "DIALECT_PROXY_CONNECT_TIMEOUT")]
+    connect_timeout: Option<String>,
+    /// Wait for the upstream's response headers [default: 60s].
+    #[arg(long, env = "DIALECT_PROXY_HEADERS_TIMEOUT")]
+    headers_timeout: Option<String>,
+    /// Longest upstream silence mid-stream before the run fails [default: 300s].
+    #[arg(long, env = "DIALECT_PROXY_IDLE_TIMEOUT")]
+    idle_timeout: Option<String>,
+    /// Downstream silence after which a `: ping` comment is sent [default: 15s].
+    #[arg(long, env = "DIALECT_PROXY_HEARTBEAT_INTERVAL")]
+    heartbeat_interval: Option<String>,
+    /// Largest upstream event in bytes [default: 1048576].
+    #[arg(long, env = "DIALECT_PROXY_MAX_EVENT_BYTES")]
+    max_event_bytes: Option<u64>,
+    /// Largest request body in bytes [default: 8388608].
+    #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_BYTES")]
+    max_request_bytes: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct TranslateArgs {
+    /// Dialect of the recorded stream.
+    #[arg(long)]
+    from: Dialect,
+    /// Dialect to write.
+    #[arg(long)]
+    to: Dialect,
+    /// The recorded SSE stream; stdin when absent or `-`.
+    file: Option<PathBuf>,
+    /// The RunAgentInput the stream answered (for its thread and run ids).
+    #[arg(long)]
+    request: Option<PathBuf>,
+    /// Thread id when no request is given.
+    #[arg(long, default_value = "thread")]
+    thread_id: String,
+    /// Run id when no request is given.
+    #[arg(long, default_value = "run")]
+    run_id: String,
+    /// Largest event in bytes.
+    #[arg(long, default_value_t = config::DEFAULT_MAX_EVENT_BYTES as u64)]
+    max_event_bytes: u64,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Config file to validate.
+    #[arg(long, env = "DIALECT_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Address to listen on.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9090",
+        env = "DIALECT_PROXY_DEMO_LISTEN"
+    )]
+    listen: SocketAddr,
+    /// Delay between events (e.g. 40ms, 0ms).
+    #[arg(long, default_value = "40ms")]
+    pace: String,
+}
+
+fn spanned(value: Option<String>) -> Option<toml::Spanned<String>> {
+    value.map(|v| toml::Spanned::new(0..0, v))
+}
+
+impl LimitArgs {
+    fn raw(self) -> RawLimits {
+        RawLimits {
+            connect_timeout: spanned(self.connect_timeout),
+            headers_timeout: spanned(self.headers_timeout),
+            idle_timeout: spanned(self.idle_timeout),
+            heartbeat_interval: spanned(self.heartbeat_interval),
+            max_event_bytes: self.max_event_bytes.map(|v| toml::Spanned::new(0..0, v)),
+            max_request_bytes: self.max_request_bytes.map(|v| toml::Spanned::new(0..0, v)),
+        }
+    }
+}
+
+/// Entry point of the binary.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    crate::telemetry::init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Translate(args) => translate(args),
+        Command::Check(args) => check(args),
+        Command::DemoAgent(args) => runtime.block_on(demo_agent(args)),
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        listen: args.listen,
+        client: args.client,
+        upstream: args.upstream,
+        upstream_dialect: args.upstream_dialect,
+        agent_name: args.agent_name,
+        mappings: args.common.mappings,
+        limits: args.limits.raw(),
+    };
+    let config = config::load(args.config.as_deref(), &overrides)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("could not listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    for route in &config.routes {
+        tracing::info!(path = %route.path, client = %route.client, upstream = ?route.upstream, upstream_dialect = %route.upstream_dialect, "route");
+    }
+    announce(addr)?;
+    crate::proxy::serve(config, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// The one line tests and operators read to learn the bound address.
+fn announce(addr: SocketAddr) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "dialect-proxy listening on http://{addr}")?;
+    stdout.flush()?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(term) => term,
+            Err(error) => {
+                tracing::warn!(%error, "SIGTERM handler unavailable; only Ctrl-C stops the server");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn translate(args: TranslateArgs) -> anyhow::Result<()> {
+    let mappings = match &args.common.mappings {
+        Some(dir) => Mappings::load(dir)?,
+        None => Mappings::builtin(),
+    };
+    let ids = match &args.request {
+        Some(path) => {
+            let body =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let input = read_request(&body, &mappings.agui)
+                .map_err(|f| anyhow::anyhow!("{}: {}", path.display(), f.message))?;
+            RunIds {
+                thread_id: input.thread_id,
+                run_id: input.run_id,
+            }
+        }
+        None => RunIds {
+            thread_id: args.thread_id,
+            run_id: args.run_id,
+        },
+    };
+    let mut spec = PipelineSpec::new(args.from, args.to, ids);
+    spec.mappings = mappings;
+    spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
+    let mut pipeline = Pipeline::new(spec)?;
+    let mut input: Box<dyn Read> = match args.file.as_deref() {
+        None => Box::new(std::io::stdin().lock()),
+        Some(p) if p.as_os_str() == "-" => Box::new(std::io::stdin().lock()),
+        Some(p) => {
+            Box::new(std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?)
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut out = BytesMut::new();
+    loop {
+        let n = input.read(&mut chunk).context("reading the stream")?;
+        if n == 0 {
+            pipeline.end(&mut out);
+        } else {
+            pipeline.push(&chunk[..n], &mut out);
+        }
+        stdout.write_all(&out)?;
+        out.clear();
+        if n == 0 || pipeline.is_finished() {
+            break;
+        }
+    }
+    stdout.flush()?;
+    let stats = pipeline.stats();
+    tracing::info!(
+        events_in = stats.events_in,
+        events_out = stats.events_out,
+        fixups = stats.fixups,
+        dropped = stats.dropped,
+        "translated"
+    );
+    Ok(())
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let mappings = match &args.common.mappings {
+        Some(dir) => Mappings::load(dir)?,
+        None => Mappings::builtin(),
+    };
+    match args.config {
+        Some(path) => {
+            let overrides = Overrides {
+                mappings: args.common.mappings.clone(),
+                ..Overrides::default()
+            };
+            let config = config::load(Some(&path), &overrides)?;
+            println!(
+                "{}: ok ({} route(s), listen {})",
+                path.display(),
+                config.routes.len(),
+                config.listen
+            );
+        }
+        None => {
+            let _ = mappings;
+            println!("mappings: ok");
+        }
+    }
+    Ok(())
+}
+
+async fn demo_agent(args: DemoArgs) -> anyhow::Result<()> {
+    let pace = config::parse_duration(&args.pace).or_else(|e| {
+        if args
+            .pace
+            .trim_start_matches('0')
+            .trim_end_matches("ms")
+            .is_empty()
+        {
+            Ok(std::time::Duration::ZERO)
+        } else {
+            bail!(e)
+        }
+    })?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("could not listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "dialect-proxy demo agent listening on http://{addr}"
+    )?;
+    stdout.flush()?;
+    drop(stdout);
+    tokio::select! {
+        served = crate::demo::serve(listener, pace) => served?,
+        () = shutdown_signal() => {}
+    }
+    Ok(())
+}

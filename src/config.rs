@@ -1,0 +1,479 @@
+//! Configuration: defaults < config file < environment < flags, resolved once into a validated
+//! [`Config`] (`STYLE.md` §5). Only `Config` leaves this module; a bad file is reported with
+//! file, line, column and key, every problem at once.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::Uri;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::dialect::agui::UnknownFields;
+use crate::dialect::Dialect;
+use crate::mapping::{MappingError, Mappings};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_HEADERS_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+pub const DEFAULT_MAX_EVENT_BYTES: usize = crate::sse::DEFAULT_MAX_EVENT_BYTES;
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The upstream that runs the demo agent in-process.
+pub const BUILTIN_DEMO: &str = "builtin:demo";
+
+/// What runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub routes: Vec<Route>,
+    pub mappings: Mappings,
+    /// How long open streams may run on after a shutdown signal.
+    pub drain_timeout: Duration,
+}
+
+/// One path prefix and where it goes.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Matched as a prefix on whole path segments; `/` matches everything.
+    pub path: String,
+    pub client: Dialect,
+    pub upstream: Upstream,
+    pub upstream_dialect: Dialect,
+    pub limits: Limits,
+    pub keep_upstream_run_ids: bool,
+    pub unknown_fields: UnknownFields,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstream {
+    Url(Uri),
+    /// The scripted demo agent, in-process.
+    BuiltinDemo,
+}
+
+/// Timeouts and sizes of one route (`streaming.md` §6, §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    pub headers_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    pub max_event_bytes: usize,
+    pub max_request_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            headers_timeout: DEFAULT_HEADERS_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+        }
+    }
+}
+
+/// Settings from flags or the environment; `None` means "not given".
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub client: Option<String>,
+    pub upstream: Option<String>,
+    pub upstream_dialect: Option<String>,
+    pub agent_name: Option<String>,
+    pub mappings: Option<PathBuf>,
+    pub limits: RawLimits,
+}
+
+/// A configuration problem; `Display` is what the operator reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Mapping(#[from] MappingError),
+}
+
+/// Limits as written (file or flags): durations like `500ms`, `15s`, `5m`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub connect_timeout: Option<Spanned<String>>,
+    pub headers_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub heartbeat_interval: Option<Spanned<String>>,
+    pub max_event_bytes: Option<Spanned<u64>>,
+    pub max_request_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: Option<Spanned<String>>,
+    mappings: Option<PathBuf>,
+    drain_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    path: Spanned<String>,
+    client: Spanned<String>,
+    upstream: Spanned<String>,
+    upstream_dialect: Option<Spanned<String>>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    keep_upstream_run_ids: bool,
+    unknown_fields: Option<Spanned<String>>,
+}
+
+/// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 500ms, 15s, 5m)"))?;
+    let secs = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "invalid duration unit {other:?} in {text:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 365.0 * 86400.0 {
+        return Err(format!(
+            "duration {text:?} must be positive and at most a year"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Collects every problem with its location before failing.
+struct Problems<'a> {
+    origin: &'a str,
+    text: &'a str,
+    list: Vec<String>,
+}
+
+impl Problems<'_> {
+    fn at(&mut self, span: std::ops::Range<usize>, key: &str, problem: String) {
+        let before = &self.text[..span.start.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        self.list
+            .push(format!("{}:{line}:{col}: {key}: {problem}", self.origin));
+    }
+
+    fn plain(&mut self, key: &str, problem: String) {
+        self.list.push(format!("{}: {key}: {problem}", self.origin));
+    }
+}
+
+fn dialect(p: &mut Problems, key: &str, v: &Spanned<String>) -> Option<Dialect> {
+    v.get_ref()
+        .parse()
+        .map_err(|e: crate::dialect::UnknownDialect| p.at(v.span(), key, e.to_string()))
+        .ok()
+}
+
+fn upstream(p: &mut Problems, key: &str, v: &Spanned<String>) -> Option<Upstream> {
+    let text = v.get_ref().trim();
+    if text == BUILTIN_DEMO {
+        return Some(Upstream::BuiltinDemo);
+    }
+    match text.parse::<Uri>() {
+        Ok(uri) if uri.scheme_str() == Some("http") && uri.authority().is_some() => {
+            Some(Upstream::Url(uri))
+        }
+        Ok(uri) if uri.scheme_str() == Some("https") => {
+            p.at(v.span(), key, format!("{text:?}: https upstreams are not supported by this build; put a TLS-terminating sidecar or plain http on the pod network"));
+            let _ = uri;
+            None
+        }
+        _ => {
+            p.at(
+                v.span(),
+                key,
+                format!("{text:?} is not an http:// URL or {BUILTIN_DEMO}"),
+            );
+            None
+        }
+    }
+}
+
+fn limits(p: &mut Problems, prefix: &str, raw: &RawLimits, base: Limits) -> Limits {
+    let mut out = base;
+    let durations = [
+        (
+            "connect_timeout",
+            &raw.connect_timeout,
+            &mut out.connect_timeout,
+        ),
+        (
+            "headers_timeout",
+            &raw.headers_timeout,
+            &mut out.headers_timeout,
+        ),
+        ("idle_timeout", &raw.idle_timeout, &mut out.idle_timeout),
+        (
+            "heartbeat_interval",
+            &raw.heartbeat_interval,
+            &mut out.heartbeat_interval,
+        ),
+    ];
+    for (name, value, slot) in durations {
+        if let Some(v) = value {
+            match parse_duration(v.get_ref()) {
+                Ok(d) => *slot = d,
+                Err(e) => p.at(v.span(), &format!("{prefix}{name}"), e),
+            }
+        }
+    }
+    let sizes = [
+        (
+            "max_event_bytes",
+            &raw.max_event_bytes,
+            &mut out.max_event_bytes,
+        ),
+        (
+            "max_request_bytes",
+            &raw.max_request_bytes,
+            &mut out.max_request_bytes,
+        ),
+    ];
+    for (name, value, slot) in sizes {
+        if let Some(v) = value {
+            match usize::try_from(*v.get_ref()) {
+                Ok(n) if n >= 64 => *slot = n,
+                _ => p.at(
+                    v.span(),
+                    &format!("{prefix}{name}"),
+                    "must be at least 64 bytes".into(),
+                ),
+            }
+        }
+    }
+    out
+}
+
+fn unknown_fields(p: &mut Problems, key: &str, v: &Option<Spanned<String>>) -> UnknownFields {
+    match v.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("metadata", _)) => UnknownFields::Metadata,
+        Some(("drop", _)) => UnknownFields::Drop,
+        Some((other, span)) => {
+            p.at(
+                span,
+                key,
+                format!("unknown policy {other:?} (expected metadata or drop)"),
+            );
+            UnknownFields::Metadata
+        }
+    }
+}
+
+fn check_route_dialects(p: &mut Problems, key: &str, client: Dialect, upstream: Dialect) {
+    if client != Dialect::AgUi || upstream != Dialect::AgUi {
+        p.plain(
+            key,
+            format!("{client} clients in front of {upstream} upstreams are not supported by this build (only ag-ui → ag-ui)"),
+        );
+    }
+}
+
+/// Resolves the configuration: the file (if any), then `overrides` (flags and environment).
+pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let (text, origin) = match file {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?,
+            path.display().to_string(),
+        ),
+        None => (String::new(), "flags".to_string()),
+    };
+    let raw: RawConfig = toml::from_str(&text)
+        .map_err(|e| ConfigError::Invalid(format!("{origin}: {}", e.to_string().trim_end())))?;
+    let mut p = Problems {
+        origin: &origin,
+        text: &text,
+        list: Vec::new(),
+    };
+    let flag_text = String::new();
+    let base_limits = limits(&mut p, "limits.", &raw.limits, Limits::default());
+    let mut flag_problems = Problems {
+        origin: "flags",
+        text: &flag_text,
+        list: Vec::new(),
+    };
+    let flag_limits = limits(&mut flag_problems, "--", &overrides.limits, base_limits);
+    let drain_timeout = match &raw.drain_timeout {
+        Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            p.at(v.span(), "drain_timeout", e);
+            DEFAULT_DRAIN_TIMEOUT
+        }),
+        None => DEFAULT_DRAIN_TIMEOUT,
+    };
+    let listen_text = overrides
+        .listen
+        .clone()
+        .or_else(|| raw.listen.as_ref().map(|l| l.get_ref().clone()))
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+    let listen = listen_text.parse::<SocketAddr>().map_err(|e| {
+        ConfigError::Invalid(format!(
+            "listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"
+        ))
+    });
+    let mut routes = Vec::new();
+    let single_route = overrides.upstream.is_some() || overrides.client.is_some();
+    if file.is_some() && single_route {
+        p.plain(
+            "--upstream/--client",
+            "single-route flags cannot be combined with --config; put the route in the file".into(),
+        );
+    }
+    for (i, r) in raw.routes.iter().enumerate() {
+        let key = format!("routes[{i}]");
+        let client = dialect(&mut p, &format!("{key}.client"), &r.client);
+        let upstream_dialect = match &r.upstream_dialect {
+            Some(d) => dialect(&mut p, &format!("{key}.upstream_dialect"), d),
+            None => Some(Dialect::AgUi),
+        };
+        let upstream = upstream(&mut p, &format!("{key}.upstream"), &r.upstream);
+        let limits = limits(&mut p, &format!("{key}.limits."), &r.limits, flag_limits);
+        let unknown_fields =
+            unknown_fields(&mut p, &format!("{key}.unknown_fields"), &r.unknown_fields);
+        let path = r.path.get_ref().clone();
+        if !path.starts_with('/') {
+            p.at(
+                r.path.span(),
+                &format!("{key}.path"),
+                format!("{path:?} must start with /"),
+            );
+        }
+        if let (Some(c), Some(u)) = (client, upstream_dialect) {
+            check_route_dialects(&mut p, &key, c, u);
+        }
+        if let (Some(client), Some(upstream), Some(upstream_dialect)) =
+            (client, upstream, upstream_dialect)
+        {
+            routes.push(Route {
+                path,
+                client,
+                upstream,
+                upstream_dialect,
+                limits,
+                keep_upstream_run_ids: r.keep_upstream_run_ids,
+                unknown_fields,
+            });
+        }
+    }
+    if file.is_none() {
+        let flag = |v: &Option<String>, default: &str| {
+            Spanned::new(0..0, v.clone().unwrap_or_else(|| default.to_string()))
+        };
+        match &overrides.upstream {
+            None => flag_problems.plain(
+                "--upstream",
+                format!("required without --config (an http:// URL, or {BUILTIN_DEMO})"),
+            ),
+            Some(_) => {
+                let client = dialect(
+                    &mut flag_problems,
+                    "--client",
+                    &flag(&overrides.client, "ag-ui"),
+                );
+                let upstream_dialect = dialect(
+                    &mut flag_problems,
+                    "--upstream-dialect",
+                    &flag(&overrides.upstream_dialect, "ag-ui"),
+                );
+                let upstream = upstream(
+                    &mut flag_problems,
+                    "--upstream",
+                    &flag(&overrides.upstream, ""),
+                );
+                if let (Some(c), Some(u)) = (client, upstream_dialect) {
+                    check_route_dialects(&mut flag_problems, "route", c, u);
+                }
+                if let (Some(client), Some(upstream), Some(upstream_dialect)) =
+                    (client, upstream, upstream_dialect)
+                {
+                    routes.push(Route {
+                        path: "/".into(),
+                        client,
+                        upstream,
+                        upstream_dialect,
+                        limits: flag_limits,
+                        keep_upstream_run_ids: false,
+                        unknown_fields: UnknownFields::Metadata,
+                    });
+                }
+            }
+        }
+    } else if raw.routes.is_empty() {
+        p.plain("routes", "the file defines no [[routes]]".into());
+    }
+    let mut problems = p.list;
+    problems.extend(flag_problems.list);
+    if let Err(e) = &listen {
+        problems.push(e.to_string());
+    }
+    if !problems.is_empty() {
+        return Err(ConfigError::Invalid(problems.join("\n")));
+    }
+    let mappings = match overrides.mappings.as_ref().or(raw.mappings.as_ref()) {
+        Some(dir) => Mappings::load(dir)?,
+        None => Mappings::builtin(),
+    };
+    // Longest prefix first, so the most specific route wins.
+    routes.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+    Ok(Config {
+        listen: listen?,
+        routes,
+        mappings,
+        drain_timeout,
+    })
+}
+
+impl Config {
+    /// The route for a request path: the longest prefix matching on segment boundaries.
+    pub fn route(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| {
+            let prefix = r.path.trim_end_matches('/');
+            prefix.is_empty()
+                || path == prefix
+                || path
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,220 @@
+//! `TranslatingBody`: the only async piece of a translated stream (`STYLE.md` §2,
+//! `specs/streaming.md` §4–7).
+//!
+//! hyper polls it when it can write; it polls the upstream only then, so back-pressure is free
+//! and nothing runs unless the client reads. One poll, in order:
+//! 1. a waiting frame (the opening `: ok` comment) goes out first;
+//! 2. after the terminal event, `None` forever;
+//! 3. loop on the upstream: each data frame is decoded, translated and encoded into one output
+//!    frame (events from one read leave together, nothing waits for a later read); an empty
+//!    result means poll the upstream again; end, error or a trailers frame end the run;
+//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`) and the
+//!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
+//!    has registered the waker.
+//!
+//! `Error = Infallible`: upstream trouble becomes a terminal `RUN_ERROR` event, never a cut
+//! connection. Dropping the body (the client left) drops the upstream body, which closes the
+//! upstream connection: that is the cancellation.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use tokio::time::{Instant, Sleep};
+use tracing::Span;
+
+use crate::error::{ErrorCode, Failure};
+use crate::sse::{HEARTBEAT_COMMENT, OPENING_COMMENT};
+use crate::translate::Pipeline;
+
+/// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
+pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Timer settings of one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTimers {
+    /// Longest gap between upstream frames (comments count) before the run fails.
+    pub idle_timeout: Duration,
+    /// Downstream silence after which a `: ping` comment is written.
+    pub heartbeat_interval: Duration,
+}
+
+/// See the module docs.
+pub struct TranslatingBody {
+    /// `None` once the run has ended: dropping it closes the upstream connection at once.
+    upstream: Option<UpstreamBody>,
+    pipeline: Pipeline,
+    timers: StreamTimers,
+    idle: Pin<Box<Sleep>>,
+    heartbeat: Pin<Box<Sleep>>,
+    /// A frame waiting to go out before anything else.
+    waiting: Option<Bytes>,
+    out: BytesMut,
+    span: Span,
+    started: Instant,
+    heartbeats: u64,
+    /// The end-of-stream line has been logged.
+    logged: bool,
+}
+
+impl TranslatingBody {
+    pub fn new(
+        upstream: UpstreamBody,
+        pipeline: Pipeline,
+        timers: StreamTimers,
+        span: Span,
+    ) -> Self {
+        let now = Instant::now();
+        TranslatingBody {
+            upstream: Some(upstream),
+            pipeline,
+            timers,
+            idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
+            heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
+            waiting: Some(Bytes::from_static(OPENING_COMMENT)),
+            out: BytesMut::new(),
+            span,
+            started: now,
+            heartbeats: 0,
+            logged: false,
+        }
+    }
+
+    fn finish(&mut self) {
+        self.upstream = None;
+        if !self.logged {
+            self.logged = true;
+            let stats = self.pipeline.stats();
+            let code = self.pipeline.failure().map(|c| c.as_str());
+            tracing::info!(
+                outcome = if code.is_some() {
+                    "failed"
+                } else {
+                    "completed"
+                },
+                code = code.as_deref().unwrap_or(""),
+                events_in = stats.events_in,
+                events_out = stats.events_out,
+                fixups = stats.fixups,
+                dropped = stats.dropped,
+                heartbeats = self.heartbeats,
+                duration_ms = self.started.elapsed().as_millis() as u64,
+                "stream ended"
+            );
+        }
+    }
+
+    /// Takes what the pipeline produced as one frame.
+    fn take_output(&mut self) -> Option<Bytes> {
+        if self.out.is_empty() {
+            return None;
+        }
+        let deadline = Instant::now() + self.timers.heartbeat_interval;
+        self.heartbeat.as_mut().reset(deadline);
+        Some(self.out.split().freeze())
+    }
+}
+
+impl Body for TranslatingBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        let span = this.span.clone();
+        let _entered = span.enter();
+        if let Some(frame) = this.waiting.take() {
+            return Poll::Ready(Some(Ok(Frame::data(frame))));
+        }
+        loop {
+            let Some(upstream) = this.upstream.as_mut() else {
+                return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
+            };
+            match Pin::new(upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let deadline = Instant::now() + this.timers.idle_timeout;
+                    this.idle.as_mut().reset(deadline);
+                    match frame.into_data() {
+                        Ok(data) => this.pipeline.push(&data, &mut this.out),
+                        // Trailers belong to the upstream's framing; they end its data.
+                        Err(_trailers) => this.pipeline.end(&mut this.out),
+                    }
+                    if this.pipeline.is_finished() {
+                        this.finish();
+                    }
+                    if let Some(frame) = this.take_output() {
+                        return Poll::Ready(Some(Ok(Frame::data(frame))));
+                    }
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    tracing::warn!(%error, "upstream body failed mid-stream");
+                    let failure = Failure::new(
+                        ErrorCode::UpstreamTruncated,
+                        format!("the upstream connection broke mid-stream: {error}"),
+                    );
+                    this.pipeline.fail(failure, &mut this.out);
+                    this.finish();
+                }
+                Poll::Ready(None) => {
+                    this.pipeline.end(&mut this.out);
+                    this.finish();
+                }
+                Poll::Pending => break,
+            }
+        }
+        if this.idle.as_mut().poll(cx).is_ready() {
+            let secs = this.timers.idle_timeout.as_secs_f64();
+            tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
+            let failure = Failure::new(
+                ErrorCode::UpstreamIdleTimeout,
+                format!(
+                    "the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"
+                ),
+            );
+            this.pipeline.fail(failure, &mut this.out);
+            this.finish();
+            return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
+        }
+        ready!(this.heartbeat.as_mut().poll(cx));
+        this.heartbeats += 1;
+        let deadline = Instant::now() + this.timers.heartbeat_interval;
+        this.heartbeat.as_mut().reset(deadline);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT_COMMENT)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.upstream.is_none() && self.waiting.is_none() && self.out.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+impl Drop for TranslatingBody {
+    fn drop(&mut self) {
+        if !self.logged {
+            let _entered = self.span.enter();
+            let stats = self.pipeline.stats();
+            tracing::info!(
+                outcome = "cancelled",
+                events_in = stats.events_in,
+                events_out = stats.events_out,
+                duration_ms = self.started.elapsed().as_millis() as u64,
+                "client went away; upstream request dropped"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "body_tests.rs"]
+mod tests;

@@ -1,0 +1,257 @@
+//! The HTTP face: a hyper 1 server that routes each request, reads the run input, starts the
+//! upstream, and answers with a [`TranslatingBody`].
+//!
+//! One request, phase by phase:
+//! 1. **Route**: longest path prefix (404 otherwise); only `POST` (405 otherwise).
+//! 2. **Read the body**, bounded by `max_request_bytes` (413), and parse it with the client
+//!    dialect's request reader (400 naming the field).
+//! 3. **Upstream request**: the canonical input in the upstream dialect, end-to-end headers
+//!    forwarded (hop-by-hop not), `Accept-Encoding: identity`. Connect timeout and response
+//!    header timeout apply here; a failure is answered before any body byte: 502
+//!    (`UPSTREAM_UNAVAILABLE`, `UPSTREAM_HTTP_<status>` with an excerpt of the upstream body) or
+//!    504 (`UPSTREAM_HEADERS_TIMEOUT`).
+//! 4. **Stream**: 200 with the SSE headers and a [`TranslatingBody`]; from here on every problem
+//!    is a terminal event in the client's dialect (idle timeout, truncation, malformed or
+//!    oversized events).
+//!
+//! Cancellation: hyper drops the service future when the client goes away while the upstream
+//! is connecting or has not answered yet, and drops the body when it goes away mid-stream;
+//! either drop closes the upstream connection. Nothing is spawned per request.
+
+mod body;
+mod headers;
+mod upstream;
+
+pub use body::{StreamTimers, TranslatingBody, UpstreamBody};
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tracing::Instrument;
+
+use crate::config::{Config, Route, Upstream};
+use crate::dialect::agui::{read_request, write_request};
+use crate::error::{ErrorCode, Failure};
+use crate::translate::{Pipeline, PipelineSpec, RunIds};
+use upstream::UpstreamClient;
+
+/// Any response the gateway sends.
+pub type ResponseBody = Either<TranslatingBody, Full<Bytes>>;
+
+/// Shared, read-only state of the server.
+struct Gateway {
+    config: Config,
+    client: UpstreamClient,
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves, then stops accepting and lets open
+/// connections finish for up to `config.drain_timeout`.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let connect_timeout = config
+        .routes
+        .iter()
+        .map(|r| r.limits.connect_timeout)
+        .max()
+        .unwrap_or(crate::config::DEFAULT_CONNECT_TIMEOUT);
+    let drain_timeout = config.drain_timeout;
+    let gateway = Arc::new(Gateway {
+        client: UpstreamClient::new(connect_timeout),
+        config,
+    });
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    // Per-connection failures (reset before accept, fd pressure) must not stop
+                    // the server; back off briefly so a persistent one cannot spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let gateway = Arc::clone(&gateway);
+        let service = service_fn(move |request| {
+            let gateway = Arc::clone(&gateway);
+            async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+        });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(
+            async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            }
+            .instrument(tracing::debug_span!("conn", client.addr = %peer)),
+        );
+    }
+    tracing::info!(
+        drain_timeout_s = drain_timeout.as_secs_f64(),
+        "shutting down: draining open streams"
+    );
+    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain deadline reached; closing the remaining streams");
+    }
+    Ok(())
+}
+
+impl Gateway {
+    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+        let path = request.uri().path().to_owned();
+        let Some(route) = self.config.route(&path) else {
+            return error_response(&Failure::new(
+                ErrorCode::NotFound,
+                format!("no route for {path}"),
+            ));
+        };
+        let span = tracing::info_span!(
+            "request",
+            route = %route.path,
+            client_dialect = %route.client,
+            upstream_dialect = %route.upstream_dialect,
+            method = %request.method(),
+            path = %path,
+            thread_id = tracing::field::Empty,
+            run_id = tracing::field::Empty,
+        );
+        match self
+            .stream(route, request, span.clone())
+            .instrument(span.clone())
+            .await
+        {
+            Ok(response) => response,
+            Err(failure) => {
+                let _entered = span.enter();
+                match failure.code.fault() {
+                    crate::error::Fault::Client => {
+                        tracing::debug!(code = %failure.code, message = %failure.message, "request refused")
+                    }
+                    _ => {
+                        tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused before the stream")
+                    }
+                }
+                error_response(&failure)
+            }
+        }
+    }
+
+    async fn stream(
+        &self,
+        route: &Route,
+        request: Request<Incoming>,
+        span: tracing::Span,
+    ) -> Result<Response<ResponseBody>, Failure> {
+        if request.method() != Method::POST {
+            return Err(Failure::new(
+                ErrorCode::MethodNotAllowed,
+                format!(
+                    "{} is not allowed here; POST a RunAgentInput",
+                    request.method()
+                ),
+            ));
+        }
+        let (parts, body) = request.into_parts();
+        let limit = route.limits.max_request_bytes;
+        let body = Limited::new(body, limit).collect().await.map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Failure::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("the request body exceeds {limit} bytes (max_request_bytes)"),
+                )
+            } else {
+                Failure::new(
+                    ErrorCode::InvalidRequest,
+                    format!("could not read the request body: {e}"),
+                )
+            }
+        })?;
+        let input = read_request(&body.to_bytes(), &self.config.mappings.agui)?;
+        span.record("thread_id", input.thread_id.as_str());
+        span.record("run_id", input.run_id.as_str());
+        let ids = RunIds {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+        };
+        let upstream: UpstreamBody = match &route.upstream {
+            Upstream::BuiltinDemo => crate::demo::demo_response(&input, crate::demo::DEFAULT_PACE)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+            Upstream::Url(uri) => {
+                let headers = headers::upstream_request_headers(&parts.headers);
+                let response = self
+                    .client
+                    .post(
+                        uri,
+                        headers,
+                        write_request(&input),
+                        route.limits.headers_timeout,
+                    )
+                    .await?;
+                tracing::debug!(status = %response.status(), "upstream answered");
+                response
+                    .into_body()
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                    .boxed_unsync()
+            }
+        };
+        let mut spec = PipelineSpec::new(route.upstream_dialect, route.client, ids);
+        spec.mappings = self.config.mappings.clone();
+        spec.max_event_bytes = route.limits.max_event_bytes;
+        spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
+        spec.unknown_fields = route.unknown_fields;
+        let pipeline =
+            Pipeline::new(spec).map_err(|e| Failure::new(ErrorCode::NotFound, e.to_string()))?;
+        let timers = StreamTimers {
+            idle_timeout: route.limits.idle_timeout,
+            heartbeat_interval: route.limits.heartbeat_interval,
+        };
+        let body = TranslatingBody::new(upstream, pipeline, timers, span);
+        let mut response = Response::new(Either::Left(body));
+        headers::sse_response_headers(response.headers_mut());
+        Ok(response)
+    }
+}
+
+/// An error before the stream: status from the code, body `{"error":{"code","message"}}`.
+fn error_response(failure: &Failure) -> Response<ResponseBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(
+        failure.to_json_body(),
+    ))));
+    *response.status_mut() = failure.code.http_status();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    }
+    response
+}

@@ -1,0 +1,113 @@
+//! The upstream side of a request: a pooled HTTP/1.1 client with connect and response-header
+//! timeouts, and the mapping of every way the upstream can fail before its body into an
+//! [`ErrorCode`] (`streaming.md` §6, `translation.md` §7).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::error::{ErrorCode, Failure};
+
+/// How much of a refusing upstream's body is quoted back to the client.
+const EXCERPT_BYTES: usize = 512;
+
+/// The shared upstream client.
+#[derive(Clone, Debug)]
+pub struct UpstreamClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl UpstreamClient {
+    pub fn new(connect_timeout: Duration) -> UpstreamClient {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        UpstreamClient { client }
+    }
+
+    /// POSTs `body` and waits for response headers. Dropping the returned future cancels the
+    /// request in every phase (connecting, waiting for headers).
+    pub async fn post(
+        &self,
+        uri: &Uri,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        headers_timeout: Duration,
+    ) -> Result<Response<Incoming>, Failure> {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(uri.clone())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| {
+                Failure::new(
+                    ErrorCode::UpstreamUnavailable,
+                    format!("bad upstream request: {e}"),
+                )
+            })?;
+        *request.headers_mut() = headers;
+        let response =
+            match tokio::time::timeout(headers_timeout, self.client.request(request)).await {
+                Err(_) => {
+                    return Err(Failure::new(
+                        ErrorCode::UpstreamHeadersTimeout,
+                        format!(
+                        "the upstream {uri} sent no response headers within {} s (headers_timeout)",
+                        headers_timeout.as_secs_f64()
+                    ),
+                    ))
+                }
+                Ok(Err(error)) => {
+                    let cause = std::error::Error::source(&error)
+                        .map(|s| format!(": {s}"))
+                        .unwrap_or_default();
+                    return Err(Failure::new(
+                        ErrorCode::UpstreamUnavailable,
+                        format!("the upstream {uri} could not be reached ({error}{cause})"),
+                    ));
+                }
+                Ok(Ok(response)) => response,
+            };
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status();
+        let excerpt = excerpt(response.into_body()).await;
+        Err(Failure::new(
+            ErrorCode::UpstreamHttp(status.as_u16()),
+            format!("the upstream answered HTTP {}: {excerpt}", status.as_u16()),
+        ))
+    }
+}
+
+/// The first bytes of a refusing upstream's body, bounded in size and time.
+async fn excerpt(mut body: Incoming) -> String {
+    let mut bytes = Vec::new();
+    let read = async {
+        while bytes.len() < EXCERPT_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+    bytes.truncate(EXCERPT_BYTES);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if text.ends_with('\u{FFFD}') {
+        text.pop(); // a character cut by the bound
+    }
+    text.trim().to_string()
+}
