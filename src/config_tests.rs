@@ -1,1 +1,155 @@
 use super::*;
+
+fn file(text: &str) -> Result<Config, ConfigError> {
+    let dir = std::env::temp_dir().join(format!("dp-config-{}-{}", std::process::id(), text.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dialect-proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    let result = load(Some(&path), &Overrides::default());
+    std::fs::remove_dir_all(&dir).unwrap();
+    result
+}
+
+fn flags(upstream: &str) -> Overrides {
+    Overrides {
+        upstream: Some(upstream.into()),
+        ..Overrides::default()
+    }
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    assert_eq!(parse_duration("15s").unwrap(), Duration::from_secs(15));
+    assert_eq!(parse_duration("15").unwrap(), Duration::from_secs(15));
+    assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+    assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+    for bad in ["", "s", "-1s", "0s", "10 parsecs", "1d"] {
+        assert!(parse_duration(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn single_route_flags() {
+    let mut o = flags("http://127.0.0.1:9000/agent");
+    o.limits.idle_timeout = Some(Spanned::new(0..0, "2s".into()));
+    let c = load(None, &o).unwrap();
+    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.routes.len(), 1);
+    let r = &c.routes[0];
+    assert_eq!((r.client, r.upstream_dialect), (Dialect::AgUi, Dialect::AgUi));
+    assert_eq!(r.limits.idle_timeout, Duration::from_secs(2));
+    assert_eq!(r.limits.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
+    assert!(c.route("/anything/at/all").is_some());
+    assert_eq!(load(None, &flags(BUILTIN_DEMO)).unwrap().routes[0].upstream, Upstream::BuiltinDemo);
+}
+
+#[test]
+fn flag_mode_needs_an_upstream_and_known_dialects() {
+    let err = load(None, &Overrides::default()).unwrap_err().to_string();
+    assert!(err.contains("--upstream"), "{err}");
+    let mut o = flags("http://x:1/");
+    o.upstream_dialect = Some("agui2".into());
+    let err = load(None, &o).unwrap_err().to_string();
+    assert!(err.contains("--upstream-dialect") && err.contains("agui2"), "{err}");
+    let err = load(None, &flags("ftp://x/")).unwrap_err().to_string();
+    assert!(err.contains("not an http:// URL"), "{err}");
+}
+
+#[test]
+fn a_file_with_several_routes() {
+    let c = file(
+        r#"
+listen = "0.0.0.0:9999"
+drain_timeout = "5s"
+
+[limits]
+idle_timeout = "600s"
+
+[[routes]]
+path = "/agents/a"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/run"
+
+[[routes]]
+path = "/"
+client = "ag-ui"
+upstream = "builtin:demo"
+upstream_dialect = "ag-ui"
+unknown_fields = "drop"
+[routes.limits]
+heartbeat_interval = "1s"
+max_event_bytes = 4096
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 9999);
+    assert_eq!(c.drain_timeout, Duration::from_secs(5));
+    let a = c.route("/agents/a").unwrap();
+    assert_eq!(a.limits.idle_timeout, Duration::from_secs(600));
+    assert!(matches!(a.upstream, Upstream::Url(_)));
+    // Segment boundaries: /agents/ab is not under /agents/a.
+    assert_eq!(c.route("/agents/ab").unwrap().path, "/");
+    assert_eq!(c.route("/agents/a/sub").unwrap().path, "/agents/a");
+    let root = c.route("/other").unwrap();
+    assert_eq!(root.limits.max_event_bytes, 4096);
+    assert_eq!(root.limits.heartbeat_interval, Duration::from_secs(1));
+    assert_eq!(root.unknown_fields, UnknownFields::Drop);
+}
+
+#[test]
+fn every_problem_is_reported_with_line_column_and_key() {
+    let err = file(
+        r#"[[routes]]
+path = "agents"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/"
+upstream_dialect = "agui2"
+
+[[routes]]
+path = "/b"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/"
+[routes.limits]
+idle_timeout = "forever"
+"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(":5:20: routes[0].upstream_dialect: unknown dialect \"agui2\""), "{err}");
+    assert!(err.contains(":2:8: routes[0].path"), "{err}");
+    assert!(err.contains(":12:16: routes[1].limits.idle_timeout"), "{err}");
+}
+
+#[test]
+fn unknown_keys_and_missing_routes_are_errors() {
+    let err = file("listen = \"127.0.0.1:1\"\nlisten_port = 3\n").unwrap_err().to_string();
+    assert!(err.contains("listen_port") && err.contains("line 2"), "{err}");
+    let err = file("listen = \"127.0.0.1:1\"\n").unwrap_err().to_string();
+    assert!(err.contains("no [[routes]]"), "{err}");
+}
+
+#[test]
+fn dialect_pairs_not_built_yet_are_refused_clearly() {
+    let mut o = flags("http://x:1/");
+    o.client = Some("hai".into());
+    let err = load(None, &o).unwrap_err().to_string();
+    assert!(err.contains("not supported by this build"), "{err}");
+}
+
+#[test]
+fn shipped_configs_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for dir in ["deploy", "examples"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                load(Some(&path), &Overrides::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 1, "expected at least one shipped config");
+}

@@ -1,1 +1,154 @@
+//! `TranslatingBody` driven by a scripted upstream body under paused time: no test waits on a
+//! real clock, and a missing waker shows up as a hang the paused runtime reports.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use tokio::time::Sleep;
+
 use super::*;
+use crate::dialect::Dialect;
+use crate::translate::{PipelineSpec, RunIds};
+
+enum Step {
+    Data(&'static str),
+    Wait(Duration),
+    Fail,
+}
+
+/// An upstream body that follows a script, then ends (or stays silent forever with `silent`).
+struct ScriptBody {
+    steps: VecDeque<Step>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    silent_at_end: bool,
+}
+
+impl Body for ScriptBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        loop {
+            if let Some(sleep) = self.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.sleep = None;
+            }
+            match self.steps.pop_front() {
+                Some(Step::Data(s)) => return Poll::Ready(Some(Ok(Frame::data(Bytes::from(s))))),
+                Some(Step::Wait(d)) => self.sleep = Some(Box::pin(tokio::time::sleep(d))),
+                Some(Step::Fail) => return Poll::Ready(Some(Err("connection reset".into()))),
+                None if self.silent_at_end => return Poll::Pending,
+                None => return Poll::Ready(None),
+            }
+        }
+    }
+}
+
+fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
+    let upstream = ScriptBody {
+        steps: steps.into(),
+        sleep: None,
+        silent_at_end,
+    };
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    let timers = StreamTimers {
+        idle_timeout: Duration::from_secs(30),
+        heartbeat_interval: Duration::from_secs(10),
+    };
+    TranslatingBody::new(upstream.boxed_unsync(), pipeline, timers, tracing::Span::none())
+}
+
+/// Every frame as text, in order.
+async fn frames(mut body: TranslatingBody) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame;
+        let data = frame.into_data().expect("data frames only");
+        assert!(!data.is_empty(), "never an empty frame");
+        out.push(String::from_utf8(data.to_vec()).unwrap());
+    }
+    assert!(body.is_end_stream());
+    assert!(body.frame().await.is_none(), "None forever after the end");
+    out
+}
+
+fn types(frames: &[String]) -> Vec<String> {
+    frames
+        .iter()
+        .flat_map(|f| f.split_terminator("\n\n"))
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|json| serde_json::from_str::<serde_json::Value>(json).unwrap()["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+const FINISHED: &str = "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+
+#[tokio::test(start_paused = true)]
+async fn opens_with_a_comment_then_one_frame_per_upstream_read() {
+    let out = frames(body(
+        vec![Step::Data(STARTED), Step::Data("data: {\"type\":\"CUSTOM\",\"na"), Step::Data("me\":\"x\",\"value\":1}\n\n"), Step::Data(FINISHED)],
+        false,
+    ))
+    .await;
+    assert_eq!(out[0], ": ok\n\n");
+    // The half event produced no frame; its completion did.
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert_eq!(types(&out), ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_during_upstream_silence_then_the_stream_goes_on() {
+    let out = frames(body(vec![Step::Data(STARTED), Step::Wait(Duration::from_secs(25)), Step::Data(FINISHED)], false)).await;
+    let pings = out.iter().filter(|f| *f == ": ping\n\n").count();
+    assert_eq!(pings, 2, "one ping per 10 s of silence: {out:?}");
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_upstream_ends_with_a_terminal_error() {
+    let out = frames(body(vec![Step::Data(STARTED)], true)).await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(out.last().unwrap().contains("UPSTREAM_IDLE_TIMEOUT"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn upstream_comments_keep_the_idle_timer_alive() {
+    let mut steps = vec![Step::Data(STARTED)];
+    for _ in 0..5 {
+        steps.push(Step::Wait(Duration::from_secs(20)));
+        steps.push(Step::Data(": keepalive\n\n"));
+    }
+    steps.push(Step::Data(FINISHED));
+    let out = frames(body(steps, false)).await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"], "100 s of comments, no idle timeout");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_error_or_end_without_terminal_is_a_run_error() {
+    let out = frames(body(vec![Step::Data(STARTED), Step::Fail], false)).await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(out.last().unwrap().contains("UPSTREAM_TRUNCATED"));
+    let out = frames(body(vec![Step::Data(STARTED)], false)).await;
+    assert!(out.last().unwrap().contains("upstream stream ended without a terminal event"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_after_the_terminal_is_read_or_sent() {
+    let out = frames(body(vec![Step::Data(STARTED), Step::Data(FINISHED), Step::Data(STARTED)], true)).await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
+}
