@@ -1,0 +1,160 @@
+//! `Gateway`: the real `dialect-proxy` binary, started as a child process on `127.0.0.1:0`.
+//!
+//! The address comes from the one line the binary prints on stdout
+//! (`dialect-proxy listening on http://127.0.0.1:PORT`). stderr (logs) is captured and printed
+//! only if the test panics; set `DIALECT_PROXY_TEST_STDERR=inherit` to see it live instead.
+//! The process is killed when the `Gateway` is dropped.
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    net::SocketAddr,
+    process::{Child, Command, Stdio},
+    sync::{mpsc, Arc, Mutex},
+    thread,
+    time::Duration,
+};
+
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+const LISTENING_PREFIX: &str = "dialect-proxy listening on http://";
+
+pub struct Gateway {
+    pub addr: SocketAddr,
+    child: Child,
+    args: Vec<String>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Gateway {
+    /// Runs `dialect-proxy serve --listen 127.0.0.1:0 <args...>` and waits for the listening line.
+    /// Synchronous: it blocks the calling thread for at most the startup timeout.
+    pub fn spawn(args: &[&str]) -> Gateway {
+        let mut full: Vec<String> = vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()];
+        full.extend(args.iter().map(|a| a.to_string()));
+
+        let inherit = std::env::var("DIALECT_PROXY_TEST_STDERR").is_ok_and(|v| v == "inherit");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
+            .args(&full)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(if inherit {
+                Stdio::inherit()
+            } else {
+                Stdio::piped()
+            })
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start dialect-proxy {full:?}: {e}"));
+
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let sink = stderr.clone();
+            thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+
+        // Read stdout on a thread (first line to us, the rest drained so the pipe never fills).
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel::<Option<String>>();
+        thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next().and_then(Result::ok);
+            let _ = tx.send(first);
+            for _ in lines {}
+        });
+
+        let mut gateway = Gateway {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            child,
+            args: full,
+            stderr,
+        };
+        let first_line = match rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(Some(line)) => line,
+            Ok(None) => {
+                let status = gateway.child.wait().ok();
+                panic!(
+                    "dialect-proxy {:?} exited ({status:?}) without printing its listening line\n\
+                     --- stderr ---\n{}",
+                    gateway.args,
+                    gateway.stderr()
+                );
+            }
+            Err(_) => panic!(
+                "dialect-proxy {:?} printed no listening line within {STARTUP_TIMEOUT:?}\n\
+                 --- stderr ---\n{}",
+                gateway.args,
+                gateway.stderr()
+            ),
+        };
+        gateway.addr = first_line
+            .strip_prefix(LISTENING_PREFIX)
+            .and_then(|rest| rest.trim_end().parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first stdout line {first_line:?}; expected \
+                     \"{LISTENING_PREFIX}127.0.0.1:PORT\"\n--- stderr ---\n{}",
+                    gateway.stderr()
+                )
+            });
+        gateway
+    }
+
+    /// `--client ag-ui --upstream <url> --upstream-dialect ag-ui <extra...>`.
+    pub fn agui(upstream_url: &str, extra: &[&str]) -> Gateway {
+        let mut args = vec![
+            "--client",
+            "ag-ui",
+            "--upstream",
+            upstream_url,
+            "--upstream-dialect",
+            "ag-ui",
+        ];
+        args.extend_from_slice(extra);
+        Gateway::spawn(&args)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Everything the gateway has written to stderr so far (empty when inherited).
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            // Give the stderr reader a moment to collect the tail.
+            thread::sleep(Duration::from_millis(50));
+            let log = self.stderr();
+            let tail: String = {
+                let lines: Vec<&str> = log.lines().collect();
+                lines[lines.len().saturating_sub(80)..].join("\n")
+            };
+            eprintln!(
+                "--- dialect-proxy {:?} stderr (last 80 lines) ---\n{tail}\n--- end ---",
+                self.args
+            );
+        }
+    }
+}

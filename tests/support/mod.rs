@@ -1,0 +1,164 @@
+//! Black-box integration harness: a scripted upstream agent, the real gateway binary, and an
+//! incremental SSE client, all talking over real TCP on 127.0.0.1 (STYLE.md §6).
+//!
+//! Declared from each test file with `mod support;`. Not every test file uses every helper.
+#![allow(dead_code, unused_imports)]
+
+pub mod client;
+pub mod gateway;
+pub mod upstream;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use client::{send, Conn, Request, Response, SseItem};
+pub use gateway::Gateway;
+pub use upstream::{sse_frame, RecordedRequest, Script, ScriptedUpstream, Step};
+
+/// Patience for anything that "should happen soon". Generous on purpose: tests must never depend
+/// on machine speed, so this is only the point at which a hang is declared a failure.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A minimal valid AG-UI `RunAgentInput` body.
+pub fn run_input(thread_id: &str, run_id: &str) -> String {
+    serde_json::json!({
+        "threadId": thread_id,
+        "runId": run_id,
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+        "tools": [],
+        "context": [],
+    })
+    .to_string()
+}
+
+/// The `type` of each event.
+pub fn event_types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("<no type>").to_string())
+        .collect()
+}
+
+pub fn is_terminal(event: &Value) -> bool {
+    matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"))
+}
+
+/// Asserts that `actual` contains every field of `expected` with an equal value (recursively for
+/// objects). Extra fields in `actual` (e.g. a normalised `timestamp`) are allowed.
+pub fn assert_json_subset(actual: &Value, expected: &Value) {
+    fn check(actual: &Value, expected: &Value, path: &str) -> Result<(), String> {
+        match (actual, expected) {
+            (Value::Object(a), Value::Object(e)) => {
+                for (k, ev) in e {
+                    let p = format!("{path}.{k}");
+                    match a.get(k) {
+                        Some(av) => check(av, ev, &p)?,
+                        None => return Err(format!("missing field {p}")),
+                    }
+                }
+                Ok(())
+            }
+            _ if actual == expected => Ok(()),
+            _ => Err(format!("at {path}: expected {expected}, got {actual}")),
+        }
+    }
+    if let Err(e) = check(actual, expected, "$") {
+        panic!("JSON subset mismatch {e}\n  actual:   {actual}\n  expected: {expected}");
+    }
+}
+
+/// Checks the run envelope every successful-headers stream must have: the first event is
+/// `RUN_STARTED` carrying the request's ids, there is exactly one terminal event and it is the
+/// last one. Returns the terminal event.
+pub fn assert_run_envelope<'a>(events: &'a [Value], thread_id: &str, run_id: &str) -> &'a Value {
+    let types = event_types(events);
+    assert!(!events.is_empty(), "no events at all");
+    assert_eq!(
+        types[0], "RUN_STARTED",
+        "first event must be RUN_STARTED; got {types:?}"
+    );
+    assert_eq!(
+        events[0]["threadId"], thread_id,
+        "RUN_STARTED.threadId: {}",
+        events[0]
+    );
+    assert_eq!(
+        events[0]["runId"], run_id,
+        "RUN_STARTED.runId: {}",
+        events[0]
+    );
+    let terminals = events.iter().filter(|e| is_terminal(e)).count();
+    assert_eq!(
+        terminals, 1,
+        "expected exactly one terminal event; got {types:?}"
+    );
+    let last = events.last().unwrap();
+    assert!(
+        is_terminal(last),
+        "last event must be terminal; got {types:?}"
+    );
+    last
+}
+
+/// Asserts the stream ended with a `RUN_ERROR` carrying `code` and a non-empty `message`.
+pub fn assert_run_error(terminal: &Value, code: &str) {
+    assert_eq!(terminal["type"], "RUN_ERROR", "terminal: {terminal}");
+    assert_eq!(terminal["code"], code, "RUN_ERROR.code: {terminal}");
+    let message = terminal["message"].as_str().unwrap_or("");
+    assert!(
+        !message.trim().is_empty(),
+        "RUN_ERROR needs a human-readable message: {terminal}"
+    );
+}
+
+/// Finds `needle` in `haystack`.
+pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Splits an HTTP/1.1 head (without the final blank line) into its first line and lowercased
+/// header pairs. Used by both the client and the scripted upstream.
+pub(crate) fn parse_head(head: &[u8]) -> (String, Vec<(String, String)>) {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let first = lines.next().unwrap_or("").to_string();
+    let headers = lines
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        })
+        .collect();
+    (first, headers)
+}
+
+/// First value of a header (name compared case-insensitively).
+pub(crate) fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Asserts `events` is exactly: each of `expected_before` (field subset match, same order),
+/// then one terminal event. Returns the terminal event.
+pub fn assert_prefix_then_terminal<'a>(
+    events: &'a [Value],
+    expected_before: &[Value],
+) -> &'a Value {
+    let types = event_types(events);
+    assert_eq!(
+        events.len(),
+        expected_before.len() + 1,
+        "expected the {} upstream events before the fault, then one terminal; got {types:?}",
+        expected_before.len()
+    );
+    for (actual, expected) in events.iter().zip(expected_before) {
+        assert_json_subset(actual, expected);
+    }
+    events.last().unwrap()
+}
