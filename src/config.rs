@@ -451,7 +451,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         None => Mappings::builtin(),
     };
     // Longest prefix first, so the most specific route wins.
-    routes.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+    routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
     Ok(Config {
         listen: listen?,
         routes,

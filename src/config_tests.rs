@@ -37,11 +37,17 @@ fn single_route_flags() {
     assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
     assert_eq!(c.routes.len(), 1);
     let r = &c.routes[0];
-    assert_eq!((r.client, r.upstream_dialect), (Dialect::AgUi, Dialect::AgUi));
+    assert_eq!(
+        (r.client, r.upstream_dialect),
+        (Dialect::AgUi, Dialect::AgUi)
+    );
     assert_eq!(r.limits.idle_timeout, Duration::from_secs(2));
     assert_eq!(r.limits.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
     assert!(c.route("/anything/at/all").is_some());
-    assert_eq!(load(None, &flags(BUILTIN_DEMO)).unwrap().routes[0].upstream, Upstream::BuiltinDemo);
+    assert_eq!(
+        load(None, &flags(BUILTIN_DEMO)).unwrap().routes[0].upstream,
+        Upstream::BuiltinDemo
+    );
 }
 
 #[test]
@@ -51,7 +57,10 @@ fn flag_mode_needs_an_upstream_and_known_dialects() {
     let mut o = flags("http://x:1/");
     o.upstream_dialect = Some("agui2".into());
     let err = load(None, &o).unwrap_err().to_string();
-    assert!(err.contains("--upstream-dialect") && err.contains("agui2"), "{err}");
+    assert!(
+        err.contains("--upstream-dialect") && err.contains("agui2"),
+        "{err}"
+    );
     let err = load(None, &flags("ftp://x/")).unwrap_err().to_string();
     assert!(err.contains("not an http:// URL"), "{err}");
 }
@@ -116,15 +125,26 @@ idle_timeout = "forever"
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains(":5:20: routes[0].upstream_dialect: unknown dialect \"agui2\""), "{err}");
+    assert!(
+        err.contains(":5:20: routes[0].upstream_dialect: unknown dialect \"agui2\""),
+        "{err}"
+    );
     assert!(err.contains(":2:8: routes[0].path"), "{err}");
-    assert!(err.contains(":12:16: routes[1].limits.idle_timeout"), "{err}");
+    assert!(
+        err.contains(":12:16: routes[1].limits.idle_timeout"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_keys_and_missing_routes_are_errors() {
-    let err = file("listen = \"127.0.0.1:1\"\nlisten_port = 3\n").unwrap_err().to_string();
-    assert!(err.contains("listen_port") && err.contains("line 2"), "{err}");
+    let err = file("listen = \"127.0.0.1:1\"\nlisten_port = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("listen_port") && err.contains("line 2"),
+        "{err}"
+    );
     let err = file("listen = \"127.0.0.1:1\"\n").unwrap_err().to_string();
     assert!(err.contains("no [[routes]]"), "{err}");
 }
@@ -142,11 +162,14 @@ fn shipped_configs_are_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut checked = 0;
     for dir in ["deploy", "examples"] {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "toml") {
-                load(Some(&path), &Overrides::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                load(Some(&path), &Overrides::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 checked += 1;
             }
         }

@@ -151,8 +151,9 @@ impl AguiAliases {
 
     /// Maps any role string onto a 1.0 text role.
     pub fn role(&self, role: &str) -> TextRole {
-        TextRole::from_wire(role)
-            .or_else(|| self.roles.get(&role.to_lowercase()).copied())
+        let lower = role.to_lowercase();
+        TextRole::from_wire(&lower)
+            .or_else(|| self.roles.get(&lower).copied())
             .unwrap_or(self.unknown_role)
     }
 }

@@ -4,8 +4,20 @@
 
 use std::path::{Path, PathBuf};
 
-const PURE: &[&str] = &["src/event", "src/sse.rs", "src/dialect", "src/mapping.rs", "src/translate"];
-const FORBIDDEN: &[&str] = &["crate::proxy", "crate::aap", "crate::session", "hyper", "tokio::"];
+const PURE: &[&str] = &[
+    "src/event",
+    "src/sse.rs",
+    "src/dialect",
+    "src/mapping.rs",
+    "src/translate",
+];
+const FORBIDDEN: &[&str] = &[
+    "crate::proxy",
+    "crate::aap",
+    "crate::session",
+    "hyper",
+    "tokio::",
+];
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
     if path.is_dir() {
@@ -24,7 +36,10 @@ fn pure_modules_do_not_import_the_proxy_or_hyper() {
     for p in PURE {
         rust_files(&root.join(p), &mut files);
     }
-    assert!(files.len() >= 10, "expected the pure modules, found {files:?}");
+    assert!(
+        files.len() >= 10,
+        "expected the pure modules, found {files:?}"
+    );
     let mut violations = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -37,5 +52,9 @@ fn pure_modules_do_not_import_the_proxy_or_hyper() {
             }
         }
     }
-    assert!(violations.is_empty(), "layering violations:\n{}", violations.join("\n"));
+    assert!(
+        violations.is_empty(),
+        "layering violations:\n{}",
+        violations.join("\n")
+    );
 }

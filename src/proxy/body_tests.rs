@@ -69,7 +69,12 @@ fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
         idle_timeout: Duration::from_secs(30),
         heartbeat_interval: Duration::from_secs(10),
     };
-    TranslatingBody::new(upstream.boxed_unsync(), pipeline, timers, tracing::Span::none())
+    TranslatingBody::new(
+        upstream.boxed_unsync(),
+        pipeline,
+        timers,
+        tracing::Span::none(),
+    )
 }
 
 /// Every frame as text, in order.
@@ -91,7 +96,12 @@ fn types(frames: &[String]) -> Vec<String> {
         .iter()
         .flat_map(|f| f.split_terminator("\n\n"))
         .filter_map(|e| e.strip_prefix("data: "))
-        .map(|json| serde_json::from_str::<serde_json::Value>(json).unwrap()["type"].as_str().unwrap().to_owned())
+        .map(|json| {
+            serde_json::from_str::<serde_json::Value>(json).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect()
 }
 
@@ -101,7 +111,12 @@ const FINISHED: &str = "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"ru
 #[tokio::test(start_paused = true)]
 async fn opens_with_a_comment_then_one_frame_per_upstream_read() {
     let out = frames(body(
-        vec![Step::Data(STARTED), Step::Data("data: {\"type\":\"CUSTOM\",\"na"), Step::Data("me\":\"x\",\"value\":1}\n\n"), Step::Data(FINISHED)],
+        vec![
+            Step::Data(STARTED),
+            Step::Data("data: {\"type\":\"CUSTOM\",\"na"),
+            Step::Data("me\":\"x\",\"value\":1}\n\n"),
+            Step::Data(FINISHED),
+        ],
         false,
     ))
     .await;
@@ -113,7 +128,15 @@ async fn opens_with_a_comment_then_one_frame_per_upstream_read() {
 
 #[tokio::test(start_paused = true)]
 async fn heartbeats_during_upstream_silence_then_the_stream_goes_on() {
-    let out = frames(body(vec![Step::Data(STARTED), Step::Wait(Duration::from_secs(25)), Step::Data(FINISHED)], false)).await;
+    let out = frames(body(
+        vec![
+            Step::Data(STARTED),
+            Step::Wait(Duration::from_secs(25)),
+            Step::Data(FINISHED),
+        ],
+        false,
+    ))
+    .await;
     let pings = out.iter().filter(|f| *f == ": ping\n\n").count();
     assert_eq!(pings, 2, "one ping per 10 s of silence: {out:?}");
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
@@ -135,7 +158,11 @@ async fn upstream_comments_keep_the_idle_timer_alive() {
     }
     steps.push(Step::Data(FINISHED));
     let out = frames(body(steps, false)).await;
-    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"], "100 s of comments, no idle timeout");
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "RUN_FINISHED"],
+        "100 s of comments, no idle timeout"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,11 +171,22 @@ async fn an_upstream_error_or_end_without_terminal_is_a_run_error() {
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(out.last().unwrap().contains("UPSTREAM_TRUNCATED"));
     let out = frames(body(vec![Step::Data(STARTED)], false)).await;
-    assert!(out.last().unwrap().contains("upstream stream ended without a terminal event"));
+    assert!(out
+        .last()
+        .unwrap()
+        .contains("upstream stream ended without a terminal event"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn nothing_after_the_terminal_is_read_or_sent() {
-    let out = frames(body(vec![Step::Data(STARTED), Step::Data(FINISHED), Step::Data(STARTED)], true)).await;
+    let out = frames(body(
+        vec![
+            Step::Data(STARTED),
+            Step::Data(FINISHED),
+            Step::Data(STARTED),
+        ],
+        true,
+    ))
+    .await;
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
 }

@@ -16,6 +16,8 @@ use crate::event::{
 use super::{DropKind, Note, Rule, RunIds};
 
 /// One input to the sequencer.
+// Inputs are consumed at once, never stored: boxing the event would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Input {
     Event(Event),

@@ -17,7 +17,7 @@ use super::fix;
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
     Event, EventBase, EventType, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
-    ReasoningMessageStart, ReasoningStart, RunError, TextMessageStart, ToolCallArgs,
+    ReasoningMessageStart, ReasoningStart, RunAgentInput, RunError, TextMessageStart, ToolCallArgs,
 };
 use crate::mapping::AguiAliases;
 use crate::sse::SseEvent;
@@ -45,6 +45,8 @@ struct HeldArgs {
 struct Thinking {
     /// The open span and whether the reader synthesised it.
     span: Option<(String, bool)>,
+    /// The span's id already names one of its messages; later ones get fresh ids.
+    span_id_used: bool,
     message: Option<String>,
 }
 
@@ -185,13 +187,28 @@ impl AguiReader {
     ) -> bool {
         match ty {
             EventType::RunError => fix::run_error(map, notes),
-            EventType::RunStarted => missing_run_ids(map, notes),
+            EventType::RunStarted => {
+                missing_run_ids(map, notes);
+                // The echoed input is optional; one we cannot read must not cost the event.
+                if let Some(input) = map.get("input") {
+                    if serde_json::from_value::<RunAgentInput>(input.clone()).is_err() {
+                        notes.push(Note::Fixup(Rule::VendorExtras));
+                        map.remove("input");
+                    }
+                }
+            }
             EventType::RunFinished => {
                 missing_run_ids(map, notes);
                 fix_outcome(map, &self.aliases, notes);
                 self.flush_all_held_args(out);
             }
-            EventType::TextMessageStart => {
+            EventType::ToolCallChunk => {
+                if let Some(delta) = map.get_mut("delta").filter(|d| !d.is_string()) {
+                    notes.push(Note::Fixup(Rule::ObjectToolArgs));
+                    *delta = Value::String(fix::compact(delta));
+                }
+            }
+            EventType::TextMessageStart | EventType::TextMessageChunk => {
                 if let Some(role) = map.get("role") {
                     let role_text = role.as_str().unwrap_or_default();
                     let fixed = self.aliases.role(role_text);
@@ -200,7 +217,7 @@ impl AguiReader {
                         map.insert("role".into(), fixed.as_str().into());
                     }
                 }
-                if !map.contains_key("messageId") {
+                if ty == EventType::TextMessageStart && !map.contains_key("messageId") {
                     notes.push(Note::Fixup(Rule::TextEventGaps));
                     map.insert("messageId".into(), self.mint.next('m').into());
                 }
@@ -297,10 +314,10 @@ impl AguiReader {
             }
             EventType::ToolCallResult => {
                 fix::tool_result_content(map, notes);
-                if !map
+                if map
                     .get("messageId")
                     .and_then(Value::as_str)
-                    .is_some_and(|s| !s.is_empty())
+                    .is_none_or(str::is_empty)
                 {
                     notes.push(Note::Fixup(Rule::ToolResultShape));
                     map.insert("messageId".into(), self.mint.next('t').into());
@@ -325,25 +342,25 @@ impl AguiReader {
                     }
                 }
             }
-            EventType::Custom => {
-                if map.get("name").and_then(Value::as_str) == Some(SYSTEM_EXCEPTION) {
-                    notes.push(Note::Fixup(Rule::SystemException));
-                    let message = match map.remove("value") {
-                        Some(Value::String(s)) => s,
-                        Some(v) if !v.is_null() => fix::compact(&v),
-                        _ => "the upstream reported a system exception".into(),
-                    };
-                    self.emit(
-                        Event::RunError(RunError {
-                            message,
-                            code: Some(SYSTEM_EXCEPTION.into()),
-                            usage: None,
-                            base: EventBase::default(),
-                        }),
-                        out,
-                    );
-                    return false;
-                }
+            EventType::Custom
+                if map.get("name").and_then(Value::as_str) == Some(SYSTEM_EXCEPTION) =>
+            {
+                notes.push(Note::Fixup(Rule::SystemException));
+                let message = match map.remove("value") {
+                    Some(Value::String(s)) => s,
+                    Some(v) if !v.is_null() => fix::compact(&v),
+                    _ => "the upstream reported a system exception".into(),
+                };
+                self.emit(
+                    Event::RunError(RunError {
+                        message,
+                        code: Some(SYSTEM_EXCEPTION.into()),
+                        usage: None,
+                        base: EventBase::default(),
+                    }),
+                    out,
+                );
+                return false;
             }
             _ => {}
         }
@@ -396,9 +413,12 @@ impl AguiReader {
     fn track_open_text(&mut self, events: &[Event]) {
         for e in events {
             match e {
-                Event::TextMessageStart(s) => self
-                    .open_text
-                    .push((s.base.subagent_run_id.clone(), s.message_id.clone())),
+                Event::TextMessageStart(s) => {
+                    let key = (s.base.subagent_run_id.clone(), s.message_id.clone());
+                    if !self.open_text.contains(&key) {
+                        self.open_text.push(key);
+                    }
+                }
                 Event::TextMessageEnd(s) => self.open_text.retain(|(_, id)| *id != s.message_id),
                 Event::RunFinished(_) | Event::RunError(_) => self.open_text.clear(),
                 _ => {}
@@ -438,6 +458,7 @@ impl AguiReader {
                 }
                 let id = given_id.unwrap_or_else(|| self.mint.next('r'));
                 self.thinking.span = Some((id.clone(), false));
+                self.thinking.span_id_used = false;
                 out.push(Event::ReasoningStart(ReasoningStart {
                     message_id: id,
                     base,
@@ -493,11 +514,20 @@ impl AguiReader {
     ) {
         let id = match (&self.thinking.span, given) {
             (_, Some(id)) => id,
-            (Some((span, _)), None) => span.clone(),
-            (None, None) => self.mint.next('r'),
+            (Some((span, _)), None) if !self.thinking.span_id_used => span.clone(),
+            _ => self.mint.next('r'),
         };
+        if self
+            .thinking
+            .span
+            .as_ref()
+            .is_some_and(|(span, _)| *span == id)
+        {
+            self.thinking.span_id_used = true;
+        }
         if self.thinking.span.is_none() {
             self.thinking.span = Some((id.clone(), true));
+            self.thinking.span_id_used = true;
             out.push(Event::ReasoningStart(ReasoningStart {
                 message_id: id.clone(),
                 base: EventBase::default(),
@@ -601,6 +631,11 @@ fn fix_outcome(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut 
         return;
     };
     fix::snake_keys(outcome, aliases, notes);
+    if let Some(Value::Array(interrupts)) = outcome.get_mut("interrupts") {
+        for interrupt in interrupts.iter_mut().filter_map(Value::as_object_mut) {
+            fix::snake_keys(interrupt, aliases, notes);
+        }
+    }
     let keep = match outcome.get("type").and_then(Value::as_str) {
         Some("success" | "cancelled") => true,
         Some("interrupt") => outcome
