@@ -89,6 +89,10 @@ struct LimitArgs {
     /// Largest upstream event in bytes [default: 1048576].
     #[arg(long, env = "DIALECT_PROXY_MAX_EVENT_BYTES")]
     max_event_bytes: Option<u64>,
+    /// How long open streams may run on after SIGTERM before they end with GATEWAY_SHUTDOWN
+    /// [default: 30s].
+    #[arg(long, env = "DIALECT_PROXY_DRAIN_TIMEOUT")]
+    drain_timeout: Option<String>,
     /// Largest request body in bytes [default: 8388608].
     #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_BYTES")]
     max_request_bytes: Option<u64>,
@@ -184,6 +188,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         upstream_dialect: args.upstream_dialect,
         agent_name: args.agent_name,
         mappings: args.common.mappings,
+        drain_timeout: args.limits.drain_timeout.clone(),
         limits: args.limits.raw(),
     };
     let config = config::load(args.config.as_deref(), &overrides)?;

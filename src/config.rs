@@ -88,6 +88,7 @@ pub struct Overrides {
     pub upstream_dialect: Option<String>,
     pub agent_name: Option<String>,
     pub mappings: Option<PathBuf>,
+    pub drain_timeout: Option<String>,
     pub limits: RawLimits,
 }
 
@@ -331,7 +332,12 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         list: Vec::new(),
     };
     let flag_limits = limits(&mut flag_problems, "--", &overrides.limits, base_limits);
-    let drain_timeout = match &raw.drain_timeout {
+    let drain_timeout = match &overrides
+        .drain_timeout
+        .clone()
+        .map(|d| Spanned::new(0..0, d))
+        .or(raw.drain_timeout)
+    {
         Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
             p.at(v.span(), "drain_timeout", e);
             DEFAULT_DRAIN_TIMEOUT

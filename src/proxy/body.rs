@@ -8,9 +8,10 @@
 //! 3. loop on the upstream: each data frame is decoded, translated and encoded into one output
 //!    frame (events from one read leave together, nothing waits for a later read); an empty
 //!    result means poll the upstream again; end, error or a trailers frame end the run;
-//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`) and the
-//!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
-//!    has registered the waker.
+//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`), the drain
+//!    signal (the shutdown deadline passed → `GATEWAY_SHUTDOWN`) and the heartbeat (fires →
+//!    `: ping`) are polled, so `Pending` is returned only when every source has registered the
+//!    waker.
 //!
 //! `Error = Infallible`: upstream trouble becomes a terminal `RUN_ERROR` event, never a cut
 //! connection. Dropping the body (the client left) drops the upstream body, which closes the
@@ -35,6 +36,9 @@ use crate::translate::Pipeline;
 /// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
 pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
+/// Resolves when open streams must end (the drain deadline after a shutdown signal).
+pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Timer settings of one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamTimers {
@@ -52,6 +56,7 @@ pub struct TranslatingBody {
     timers: StreamTimers,
     idle: Pin<Box<Sleep>>,
     heartbeat: Pin<Box<Sleep>>,
+    drain: DrainSignal,
     /// A frame waiting to go out before anything else.
     waiting: Option<Bytes>,
     out: BytesMut,
@@ -67,6 +72,7 @@ impl TranslatingBody {
         upstream: UpstreamBody,
         pipeline: Pipeline,
         timers: StreamTimers,
+        drain: DrainSignal,
         span: Span,
     ) -> Self {
         let now = Instant::now();
@@ -76,6 +82,7 @@ impl TranslatingBody {
             timers,
             idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
             heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
+            drain,
             waiting: Some(Bytes::from_static(OPENING_COMMENT)),
             out: BytesMut::new(),
             span,
@@ -178,6 +185,16 @@ impl Body for TranslatingBody {
                 format!(
                     "the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"
                 ),
+            );
+            this.pipeline.fail(failure, &mut this.out);
+            this.finish();
+            return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
+        }
+        if this.drain.as_mut().poll(cx).is_ready() {
+            tracing::warn!("drain deadline reached; ending the stream");
+            let failure = Failure::new(
+                ErrorCode::GatewayShutdown,
+                "the gateway is shutting down; retry the run",
             );
             this.pipeline.fail(failure, &mut this.out);
             this.finish();

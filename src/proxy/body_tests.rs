@@ -73,6 +73,7 @@ fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
         upstream.boxed_unsync(),
         pipeline,
         timers,
+        Box::pin(std::future::pending()),
         tracing::Span::none(),
     )
 }
@@ -189,4 +190,33 @@ async fn nothing_after_the_terminal_is_read_or_sent() {
     ))
     .await;
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_drain_deadline_ends_the_stream_with_gateway_shutdown() {
+    let upstream = ScriptBody {
+        steps: vec![Step::Data(STARTED)].into(),
+        sleep: None,
+        silent_at_end: true,
+    };
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    let timers = StreamTimers {
+        idle_timeout: Duration::from_secs(300),
+        heartbeat_interval: Duration::from_secs(100),
+    };
+    let drain = Box::pin(tokio::time::sleep(Duration::from_secs(30)));
+    let body = TranslatingBody::new(
+        upstream.boxed_unsync(),
+        pipeline,
+        timers,
+        drain,
+        tracing::Span::none(),
+    );
+    let out = frames(body).await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(out.last().unwrap().contains("GATEWAY_SHUTDOWN"));
 }

@@ -22,7 +22,7 @@ mod body;
 mod headers;
 mod upstream;
 
-pub use body::{StreamTimers, TranslatingBody, UpstreamBody};
+pub use body::{DrainSignal, StreamTimers, TranslatingBody, UpstreamBody};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -51,6 +51,8 @@ pub type ResponseBody = Either<TranslatingBody, Full<Bytes>>;
 struct Gateway {
     config: Config,
     client: UpstreamClient,
+    /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
+    draining: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Serves `config` on `listener` until `shutdown` resolves, then stops accepting and lets open
@@ -67,9 +69,11 @@ pub async fn serve(
         .max()
         .unwrap_or(crate::config::DEFAULT_CONNECT_TIMEOUT);
     let drain_timeout = config.drain_timeout;
+    let (drain_tx, draining) = tokio::sync::watch::channel(false);
     let gateway = Arc::new(Gateway {
         client: UpstreamClient::new(connect_timeout),
         config,
+        draining,
     });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -110,11 +114,18 @@ pub async fn serve(
         drain_timeout_s = drain_timeout.as_secs_f64(),
         "shutting down: draining open streams"
     );
-    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+    let drained = graceful.shutdown();
+    tokio::pin!(drained);
+    if tokio::time::timeout(drain_timeout, &mut drained)
         .await
         .is_err()
     {
-        tracing::warn!("drain deadline reached; closing the remaining streams");
+        tracing::warn!(
+            "drain deadline reached; ending the remaining streams with GATEWAY_SHUTDOWN"
+        );
+        let _ = drain_tx.send(true);
+        // Give the terminal events a moment to reach the clients before the process exits.
+        let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
     }
     Ok(())
 }
@@ -231,7 +242,14 @@ impl Gateway {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
         };
-        let body = TranslatingBody::new(upstream, pipeline, timers, span);
+        let mut draining = self.draining.clone();
+        let drain: DrainSignal = Box::pin(async move {
+            // Resolves once the flag is true; a dropped sender means no drain ever comes.
+            if draining.wait_for(|d| *d).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        });
+        let body = TranslatingBody::new(upstream, pipeline, timers, drain, span);
         let mut response = Response::new(Either::Left(body));
         headers::sse_response_headers(response.headers_mut());
         Ok(response)

@@ -134,6 +134,27 @@ impl Gateway {
     }
 
     /// Whether the process is still running.
+    /// Sends SIGTERM (graceful shutdown) to the gateway process.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill(1) runs");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit, up to `timeout`; the exit status if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
