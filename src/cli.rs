@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the gateway.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Translate a recorded SSE stream (a file or stdin) from one dialect to another, through the
     /// same code as the proxy.
     Translate(TranslateArgs),
@@ -47,6 +47,9 @@ struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "DIALECT_PROXY_LISTEN")]
     listen: Option<String>,
+    /// Admin listener for /metrics, /live and /ready (off unless given).
+    #[arg(long, env = "DIALECT_PROXY_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
     /// Dialect of the clients (single-route mode) [default: ag-ui].
     #[arg(long, env = "DIALECT_PROXY_CLIENT")]
     client: Option<String>,
@@ -173,7 +176,7 @@ pub fn main() -> anyhow::Result<()> {
         .build()
         .context("could not start the async runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Translate(args) => translate(args),
         Command::Check(args) => check(args),
         Command::DemoAgent(args) => runtime.block_on(demo_agent(args)),
@@ -183,6 +186,7 @@ pub fn main() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let overrides = Overrides {
         listen: args.listen,
+        admin_listen: args.admin_listen,
         client: args.client,
         upstream: args.upstream,
         upstream_dialect: args.upstream_dialect,
@@ -199,15 +203,39 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for route in &config.routes {
         tracing::info!(path = %route.path, client = %route.client, upstream = ?route.upstream, upstream_dialect = %route.upstream_dialect, "route");
     }
-    announce(addr)?;
-    crate::proxy::serve(config, listener, shutdown_signal()).await?;
+    let shared = crate::proxy::Shared::new();
+    let admin = match config.admin_listen {
+        Some(admin_addr) => {
+            let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+                .await
+                .with_context(|| format!("could not listen on {admin_addr} (admin)"))?;
+            let bound = admin_listener.local_addr()?;
+            tracing::info!(addr = %bound, "admin listener: /metrics /live /ready");
+            Some((
+                bound,
+                tokio::spawn(crate::proxy::admin::serve_admin(
+                    admin_listener,
+                    shared.clone(),
+                )),
+            ))
+        }
+        None => None,
+    };
+    announce(addr, admin.as_ref().map(|(a, _)| *a))?;
+    crate::proxy::serve(config, listener, shared, shutdown_signal()).await?;
+    if let Some((_, task)) = admin {
+        task.abort();
+    }
     Ok(())
 }
 
 /// The one line tests and operators read to learn the bound address.
-fn announce(addr: SocketAddr) -> anyhow::Result<()> {
+fn announce(addr: SocketAddr, admin: Option<SocketAddr>) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "dialect-proxy listening on http://{addr}")?;
+    if let Some(admin) = admin {
+        writeln!(stdout, "dialect-proxy admin on http://{admin}")?;
+    }
     stdout.flush()?;
     Ok(())
 }

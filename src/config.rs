@@ -29,6 +29,8 @@ pub const BUILTIN_DEMO: &str = "builtin:demo";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The admin listener (`/metrics`, `/live`, `/ready`), when configured.
+    pub admin_listen: Option<SocketAddr>,
     pub routes: Vec<Route>,
     pub mappings: Mappings,
     /// How long open streams may run on after a shutdown signal.
@@ -83,6 +85,7 @@ impl Default for Limits {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub listen: Option<String>,
+    pub admin_listen: Option<String>,
     pub client: Option<String>,
     pub upstream: Option<String>,
     pub upstream_dialect: Option<String>,
@@ -122,6 +125,7 @@ pub struct RawLimits {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     listen: Option<Spanned<String>>,
+    admin_listen: Option<Spanned<String>>,
     mappings: Option<PathBuf>,
     drain_timeout: Option<Spanned<String>>,
     #[serde(default)]
@@ -354,6 +358,23 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
             "listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"
         ))
     });
+    let admin_text = overrides
+        .admin_listen
+        .clone()
+        .or_else(|| raw.admin_listen.as_ref().map(|l| l.get_ref().clone()));
+    let admin_listen = match admin_text {
+        None => None,
+        Some(text) => match text.parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(e) => {
+                p.plain(
+                    "admin_listen",
+                    format!("{text:?} is not an address like 127.0.0.1:9901 ({e})"),
+                );
+                None
+            }
+        },
+    };
     let mut routes = Vec::new();
     let single_route = overrides.upstream.is_some() || overrides.client.is_some();
     if file.is_some() && single_route {
@@ -460,6 +481,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
     Ok(Config {
         listen: listen?,
+        admin_listen,
         routes,
         mappings,
         drain_timeout,

@@ -31,6 +31,7 @@ use tracing::Span;
 
 use crate::error::{ErrorCode, Failure};
 use crate::sse::{HEARTBEAT_COMMENT, OPENING_COMMENT};
+use crate::telemetry::metrics::{Outcome, StreamEnd, StreamRecord};
 use crate::translate::Pipeline;
 
 /// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
@@ -61,6 +62,7 @@ pub struct TranslatingBody {
     waiting: Option<Bytes>,
     out: BytesMut,
     span: Span,
+    record: StreamRecord,
     started: Instant,
     heartbeats: u64,
     /// The end-of-stream line has been logged.
@@ -74,6 +76,7 @@ impl TranslatingBody {
         timers: StreamTimers,
         drain: DrainSignal,
         span: Span,
+        record: StreamRecord,
     ) -> Self {
         let now = Instant::now();
         TranslatingBody {
@@ -86,6 +89,7 @@ impl TranslatingBody {
             waiting: Some(Bytes::from_static(OPENING_COMMENT)),
             out: BytesMut::new(),
             span,
+            record,
             started: now,
             heartbeats: 0,
             logged: false,
@@ -97,7 +101,20 @@ impl TranslatingBody {
         if !self.logged {
             self.logged = true;
             let stats = self.pipeline.stats();
-            let code = self.pipeline.failure().map(|c| c.as_str());
+            let failure = self.pipeline.failure();
+            self.record.finish(StreamEnd {
+                outcome: if failure.is_some() {
+                    Outcome::Failed
+                } else {
+                    Outcome::Completed
+                },
+                code: failure.map(ErrorCode::label),
+                stats,
+                notes: self.pipeline.note_counts(),
+                heartbeats: self.heartbeats,
+                duration: self.started.elapsed(),
+            });
+            let code = failure.map(|c| c.as_str());
             tracing::info!(
                 outcome = if code.is_some() {
                     "failed"
@@ -221,6 +238,14 @@ impl Drop for TranslatingBody {
         if !self.logged {
             let _entered = self.span.enter();
             let stats = self.pipeline.stats();
+            self.record.finish(StreamEnd {
+                outcome: Outcome::Cancelled,
+                code: None,
+                stats,
+                notes: self.pipeline.note_counts(),
+                heartbeats: self.heartbeats,
+                duration: self.started.elapsed(),
+            });
             tracing::info!(
                 outcome = "cancelled",
                 events_in = stats.events_in,

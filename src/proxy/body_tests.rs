@@ -75,6 +75,7 @@ fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
         timers,
         Box::pin(std::future::pending()),
         tracing::Span::none(),
+        crate::telemetry::metrics::Metrics::new().stream_started("/"),
     )
 }
 
@@ -215,6 +216,7 @@ async fn the_drain_deadline_ends_the_stream_with_gateway_shutdown() {
         timers,
         drain,
         tracing::Span::none(),
+        crate::telemetry::metrics::Metrics::new().stream_started("/"),
     );
     let out = frames(body).await;
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);

@@ -18,6 +18,7 @@
 //! is connecting or has not answered yet, and drops the body when it goes away mid-stream;
 //! either drop closes the upstream connection. Nothing is spawned per request.
 
+pub mod admin;
 mod body;
 mod headers;
 mod upstream;
@@ -26,6 +27,7 @@ pub use body::{DrainSignal, StreamTimers, TranslatingBody, UpstreamBody};
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +43,7 @@ use tracing::Instrument;
 use crate::config::{Config, Route, Upstream};
 use crate::dialect::agui::{read_request, write_request};
 use crate::error::{ErrorCode, Failure};
+use crate::telemetry::metrics::Metrics;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
 use upstream::UpstreamClient;
 
@@ -53,6 +56,30 @@ struct Gateway {
     client: UpstreamClient,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: tokio::sync::watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+}
+
+/// State the data plane shares with the admin listener.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub metrics: Arc<Metrics>,
+    /// True while new requests are accepted (false before start-up and while draining).
+    pub ready: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        Shared {
+            metrics: Metrics::new(),
+            ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared::new()
+    }
 }
 
 /// Serves `config` on `listener` until `shutdown` resolves, then stops accepting and lets open
@@ -60,6 +87,7 @@ struct Gateway {
 pub async fn serve(
     config: Config,
     listener: TcpListener,
+    shared: Shared,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let connect_timeout = config
@@ -74,7 +102,9 @@ pub async fn serve(
         client: UpstreamClient::new(connect_timeout),
         config,
         draining,
+        metrics: Arc::clone(&shared.metrics),
     });
+    shared.ready.store(true, Ordering::SeqCst);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -110,6 +140,7 @@ pub async fn serve(
             .instrument(tracing::debug_span!("conn", client.addr = %peer)),
         );
     }
+    shared.ready.store(false, Ordering::SeqCst);
     tracing::info!(
         drain_timeout_s = drain_timeout.as_secs_f64(),
         "shutting down: draining open streams"
@@ -134,6 +165,7 @@ impl Gateway {
     async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
         let path = request.uri().path().to_owned();
         let Some(route) = self.config.route(&path) else {
+            self.metrics.refused("", ErrorCode::NotFound.label());
             return error_response(&Failure::new(
                 ErrorCode::NotFound,
                 format!("no route for {path}"),
@@ -165,6 +197,7 @@ impl Gateway {
                         tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused before the stream")
                     }
                 }
+                self.metrics.refused(&route.path, failure.code.label());
                 error_response(&failure)
             }
         }
@@ -249,7 +282,8 @@ impl Gateway {
                 std::future::pending::<()>().await;
             }
         });
-        let body = TranslatingBody::new(upstream, pipeline, timers, drain, span);
+        let record = self.metrics.stream_started(&route.path);
+        let body = TranslatingBody::new(upstream, pipeline, timers, drain, span, record);
         let mut response = Response::new(Either::Left(body));
         headers::sse_response_headers(response.headers_mut());
         Ok(response)

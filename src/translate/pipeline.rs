@@ -85,6 +85,8 @@ pub struct Pipeline {
     seq_out: Vec<Event>,
     notes: Vec<Note>,
     stats: StreamStats,
+    /// How often each repair and drop happened (a handful of distinct notes per stream).
+    note_counts: Vec<(Note, u64)>,
     /// Why the run ended, when the gateway ended it.
     failure: Option<ErrorCode>,
 }
@@ -123,6 +125,7 @@ impl Pipeline {
             seq_out: Vec::new(),
             notes: Vec::new(),
             stats: StreamStats::default(),
+            note_counts: Vec::new(),
             failure: None,
         })
     }
@@ -134,6 +137,11 @@ impl Pipeline {
 
     pub fn stats(&self) -> StreamStats {
         self.stats
+    }
+
+    /// Repairs and drops so far, with their counts.
+    pub fn note_counts(&self) -> &[(Note, u64)] {
+        &self.note_counts
     }
 
     /// The gateway error that ended the run, if it was the gateway that ended it.
@@ -227,6 +235,10 @@ impl Pipeline {
             }
         }
         for note in self.notes.drain(..) {
+            match self.note_counts.iter_mut().find(|(n, _)| *n == note) {
+                Some((_, count)) => *count += 1,
+                None => self.note_counts.push((note, 1)),
+            }
             match note {
                 Note::Fixup(rule) => {
                     self.stats.fixups += 1;

@@ -22,6 +22,8 @@ pub struct Gateway {
     child: Child,
     args: Vec<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// stdout lines after the listening line (e.g. the admin address).
+    later_lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Gateway {
@@ -61,11 +63,15 @@ impl Gateway {
         // Read stdout on a thread (first line to us, the rest drained so the pipe never fills).
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel::<Option<String>>();
+        let later_lines = Arc::new(Mutex::new(Vec::new()));
+        let sink_lines = later_lines.clone();
         thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             let first = lines.next().and_then(Result::ok);
             let _ = tx.send(first);
-            for _ in lines {}
+            for line in lines.map_while(Result::ok) {
+                sink_lines.lock().unwrap().push(line);
+            }
         });
 
         let mut gateway = Gateway {
@@ -73,6 +79,7 @@ impl Gateway {
             child,
             args: full,
             stderr,
+            later_lines,
         };
         let first_line = match rx.recv_timeout(STARTUP_TIMEOUT) {
             Ok(Some(line)) => line,
@@ -134,6 +141,25 @@ impl Gateway {
     }
 
     /// Whether the process is still running.
+    /// The admin listener's address, from its stdout line (`--admin-listen` must be given).
+    pub fn admin_addr(&self) -> SocketAddr {
+        let deadline = std::time::Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let found = self.later_lines.lock().unwrap().iter().find_map(|l| {
+                l.strip_prefix("dialect-proxy admin on http://")
+                    .and_then(|a| a.trim().parse().ok())
+            });
+            if let Some(addr) = found {
+                return addr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no admin line on stdout"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Sends SIGTERM (graceful shutdown) to the gateway process.
     pub fn terminate(&self) {
         let status = Command::new("kill")

@@ -13,3 +13,5 @@ pub fn init() {
         .with_target(false)
         .try_init();
 }
+
+pub mod metrics;
