@@ -21,13 +21,13 @@ use std::{
     panic::{catch_unwind, AssertUnwindSafe},
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    sync::{Arc, Mutex, OnceLock},
+    sync::{Mutex, OnceLock},
     thread,
     time::{Duration, Instant},
 };
 
 use serde_json::{json, Value};
-use support::{Gateway, Script, ScriptedUpstream};
+use support::{event_types, Gateway, Script, ScriptedUpstream};
 
 /// Outer limit for one validator process; `run-agent.mjs` also gets `--timeout` per run. Only the
 /// point at which a hang is declared a failure, never expected to be reached.
@@ -369,10 +369,6 @@ fn capture_file(prefix: &Path, run: usize) -> PathBuf {
 }
 
 // === reading verdicts ===
-
-fn event_types(events: &[Value]) -> Vec<String> {
-    support::event_types(events)
-}
 
 /// The events the client delivered for run `n` (0-based).
 fn run_events(verdict: &Verdict, n: usize) -> Vec<Value> {
@@ -861,7 +857,7 @@ fn every_fixture_through_gateway_is_clean() {
     let upstream_url = upstream.url("");
 
     let queue = Mutex::new(cases.iter().cloned().collect::<VecDeque<_>>());
-    let failures = Arc::new(Mutex::new(Vec::<(String, Vec<String>)>::new()));
+    let failures = Mutex::new(Vec::<(String, Vec<String>)>::new());
     thread::scope(|scope| {
         for _ in 0..FIXTURE_WORKERS {
             scope.spawn(|| loop {
@@ -886,7 +882,7 @@ fn every_fixture_through_gateway_is_clean() {
         }
     });
 
-    let mut failures = std::mem::take(&mut *failures.lock().unwrap());
+    let mut failures = failures.into_inner().unwrap();
     failures.sort();
     if !failures.is_empty() {
         let report: Vec<String> = failures
@@ -900,5 +896,4 @@ fn every_fixture_through_gateway_is_clean() {
             report.join("\n\n")
         );
     }
-    drop(upstream);
 }

@@ -2,6 +2,8 @@
 //! Per-event narration is at `trace`; one `info` line ends each stream; client mistakes are
 //! `debug`, upstream faults `warn`.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Installs the subscriber once; later calls are no-ops.
@@ -10,6 +12,8 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, never in files or log collectors.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }

@@ -10,6 +10,7 @@
 //! - [`sequencer`]: the run lifecycle guard; whatever a reader hands it, the stream it emits is
 //!   legal for `@ag-ui/client` 1.0.
 //! - [`chunks`]: `*_CHUNK` expansion exactly as the 1.0 client does it.
+//! - [`verify`]: the 1.0 sequence rules as a checker, for tests and debugging.
 //! - [`pipeline`]: decoder → reader → sequencer → writer, bytes in and bytes out; the one code
 //!   path shared by the proxy body and the `translate` command.
 //!
@@ -18,6 +19,7 @@
 pub mod chunks;
 pub mod pipeline;
 pub mod sequencer;
+pub mod verify;
 
 pub use pipeline::{Pipeline, PipelineSpec, StreamStats};
 pub use sequencer::{Input, RunSequencer};

@@ -209,59 +209,10 @@ fn chunks_never_pass() {
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
 }
 
-/// A checker with the rules of `@ag-ui/client` 1.0's `verifyEvents` that matter here.
 pub(crate) fn assert_legal(out: &[Event]) {
-    assert!(
-        matches!(out.first(), Some(Event::RunStarted(_))),
-        "RUN_STARTED first"
-    );
-    let terminals = out.iter().filter(|e| e.is_terminal()).count();
-    assert_eq!(terminals, 1, "exactly one terminal");
-    assert!(out.last().is_some_and(Event::is_terminal), "terminal last");
-    let mut open: Vec<(&str, String)> = Vec::new();
-    for e in out {
-        let (kind, id, opens) = match e {
-            Event::TextMessageStart(x) => ("text", x.message_id.clone(), true),
-            Event::TextMessageEnd(x) => ("text", x.message_id.clone(), false),
-            Event::ToolCallStart(x) => ("tool", x.tool_call_id.clone(), true),
-            Event::ToolCallEnd(x) => ("tool", x.tool_call_id.clone(), false),
-            Event::StepStarted(x) => ("step", x.step_name.clone(), true),
-            Event::StepFinished(x) => ("step", x.step_name.clone(), false),
-            Event::ReasoningStart(x) => ("span", x.message_id.clone(), true),
-            Event::ReasoningEnd(x) => ("span", x.message_id.clone(), false),
-            Event::ReasoningMessageStart(x) => ("rmsg", x.message_id.clone(), true),
-            Event::ReasoningMessageEnd(x) => ("rmsg", x.message_id.clone(), false),
-            Event::TextMessageContent(x) => {
-                assert!(
-                    open.contains(&("text", x.message_id.clone())),
-                    "content for open text"
-                );
-                continue;
-            }
-            Event::ToolCallArgs(x) => {
-                assert!(
-                    open.contains(&("tool", x.tool_call_id.clone())),
-                    "args for open call"
-                );
-                continue;
-            }
-            Event::RunFinished(_) => {
-                assert!(open.is_empty(), "open at RUN_FINISHED: {open:?}");
-                continue;
-            }
-            _ => continue,
-        };
-        let key = (kind, id);
-        if opens {
-            assert!(!open.contains(&key), "duplicate start {key:?}");
-            open.push(key);
-        } else {
-            let pos = open
-                .iter()
-                .position(|k| *k == key)
-                .expect("end of an open entity");
-            open.remove(pos);
-        }
+    if let Err(v) = crate::translate::verify::verify_run(out) {
+        let types: Vec<_> = out.iter().map(|e| e.event_type().as_str()).collect();
+        panic!("{v}: {types:?}");
     }
 }
 
