@@ -29,6 +29,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// The request body exceeds the configured limit.
     PayloadTooLarge,
+    /// The request body did not arrive in time.
+    RequestTimeout,
     /// Connecting to the upstream failed or timed out.
     UpstreamUnavailable,
     /// The upstream answered a non-2xx status.
@@ -55,6 +57,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             ErrorCode::UpstreamHttp(status) => {
                 return Cow::Owned(format!("UPSTREAM_HTTP_{status}"))
@@ -76,6 +79,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             ErrorCode::UpstreamHeadersTimeout => "UPSTREAM_HEADERS_TIMEOUT",
             ErrorCode::UpstreamIdleTimeout => "UPSTREAM_IDLE_TIMEOUT",
@@ -91,7 +95,8 @@ impl ErrorCode {
             ErrorCode::InvalidRequest
             | ErrorCode::NotFound
             | ErrorCode::MethodNotAllowed
-            | ErrorCode::PayloadTooLarge => Fault::Client,
+            | ErrorCode::PayloadTooLarge
+            | ErrorCode::RequestTimeout => Fault::Client,
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamHeadersTimeout
@@ -110,6 +115,7 @@ impl ErrorCode {
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamTruncated
@@ -164,6 +170,7 @@ mod tests {
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::UpstreamUnavailable,
         ErrorCode::UpstreamHttp(503),
         ErrorCode::UpstreamHeadersTimeout,

@@ -10,6 +10,9 @@
 //! pending line plus the accumulated data of one event; past it the decoder fails with
 //! [`SseError::EventTooLarge`] instead of growing.
 //!
+//! NDJSON bodies (`application/x-ndjson`: one JSON event per line, no `data:` prefix) use the
+//! same decoder in [`Framing::Ndjson`] mode, with the same line handling and limits.
+//!
 //! Allocation: a single-line `data:` value is a zero-copy slice of the read buffer; only
 //! multi-line data is joined into a new buffer.
 //!
@@ -55,9 +58,36 @@ pub enum SseError {
     EventTooLarge { limit: usize },
 }
 
+/// How events are framed on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// Server-Sent Events.
+    #[default]
+    Sse,
+    /// Newline-delimited JSON: every non-empty line is one event.
+    Ndjson,
+}
+
+impl Framing {
+    /// The framing a response's `Content-Type` announces; anything but NDJSON is read as SSE,
+    /// as `@ag-ui/client` does.
+    pub fn from_content_type(content_type: &str) -> Framing {
+        let essence = content_type.split(';').next().unwrap_or_default().trim();
+        if essence.eq_ignore_ascii_case("application/x-ndjson")
+            || essence.eq_ignore_ascii_case("application/jsonl")
+            || essence.eq_ignore_ascii_case("application/ndjson")
+        {
+            Framing::Ndjson
+        } else {
+            Framing::Sse
+        }
+    }
+}
+
 /// Incremental SSE decoder; see the module docs.
 #[derive(Debug)]
 pub struct SseDecoder {
+    framing: Framing,
     max_event_bytes: usize,
     /// Where the newline search resumes, so a long line arriving in small reads is scanned once.
     scan_from: usize,
@@ -79,7 +109,12 @@ impl Default for SseDecoder {
 
 impl SseDecoder {
     pub fn new(max_event_bytes: usize) -> SseDecoder {
+        SseDecoder::with_framing(Framing::Sse, max_event_bytes)
+    }
+
+    pub fn with_framing(framing: Framing, max_event_bytes: usize) -> SseDecoder {
         SseDecoder {
+            framing,
             max_event_bytes,
             scan_from: 0,
             skip_lf: false,
@@ -167,6 +202,13 @@ impl SseDecoder {
 
     /// Interprets one complete line.
     fn line(&mut self, line: Bytes) -> Result<Option<SseItem>, SseError> {
+        if self.framing == Framing::Ndjson {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                return Ok(None);
+            }
+            self.data_first = Some(line);
+            return Ok(self.dispatch());
+        }
         if line.is_empty() {
             return Ok(self.dispatch());
         }

@@ -237,3 +237,31 @@ fn encoded_output_decodes_back() {
     let items = decode_whole(&out);
     assert_eq!(items.len(), 5);
 }
+
+#[test]
+fn ndjson_lines_are_events() {
+    let input = b"{\"a\":1}\r\n\n  \n{\"b\":\"data: x\"}\n{\"c\":3}";
+    let mut dec = SseDecoder::with_framing(Framing::Ndjson, 1024);
+    let mut buf = BytesMut::from(&input[..]);
+    let mut items = Vec::new();
+    while let Some(item) = dec.decode_eof(&mut buf).unwrap() {
+        items.push(item);
+    }
+    assert_eq!(
+        items,
+        vec![
+            data("{\"a\":1}"),
+            data("{\"b\":\"data: x\"}"),
+            data("{\"c\":3}")
+        ]
+    );
+    assert_eq!(
+        Framing::from_content_type("application/x-ndjson; charset=utf-8"),
+        Framing::Ndjson
+    );
+    assert_eq!(
+        Framing::from_content_type("text/event-stream"),
+        Framing::Sse
+    );
+    assert_eq!(Framing::from_content_type("application/json"), Framing::Sse);
+}

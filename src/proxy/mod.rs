@@ -43,9 +43,16 @@ use tracing::Instrument;
 use crate::config::{Config, Route, Upstream};
 use crate::dialect::agui::{read_request, write_request};
 use crate::error::{ErrorCode, Failure};
+use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
 use upstream::UpstreamClient;
+
+/// How long a client may take to send its (small) request body.
+const REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The media type of AG-UI protobuf streams, which the gateway does not translate.
+const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 
 /// Any response the gateway sends.
 pub type ResponseBody = Either<TranslatingBody, Full<Bytes>>;
@@ -220,21 +227,33 @@ impl Gateway {
         }
         let (parts, body) = request.into_parts();
         let limit = route.limits.max_request_bytes;
-        let body = Limited::new(body, limit).collect().await.map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
+        let read = tokio::time::timeout(REQUEST_BODY_TIMEOUT, Limited::new(body, limit).collect());
+        let body = read
+            .await
+            .map_err(|_| {
                 Failure::new(
-                    ErrorCode::PayloadTooLarge,
-                    format!("the request body exceeds {limit} bytes (max_request_bytes)"),
+                    ErrorCode::RequestTimeout,
+                    format!(
+                        "the request body did not arrive within {} s",
+                        REQUEST_BODY_TIMEOUT.as_secs()
+                    ),
                 )
-            } else {
-                Failure::new(
-                    ErrorCode::InvalidRequest,
-                    format!("could not read the request body: {e}"),
-                )
-            }
-        })?;
+            })?
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    Failure::new(
+                        ErrorCode::PayloadTooLarge,
+                        format!("the request body exceeds {limit} bytes (max_request_bytes)"),
+                    )
+                } else {
+                    Failure::new(
+                        ErrorCode::InvalidRequest,
+                        format!("could not read the request body: {e}"),
+                    )
+                }
+            })?;
         let input = read_request(&body.to_bytes(), &self.config.mappings.agui)?;
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
@@ -242,10 +261,13 @@ impl Gateway {
             thread_id: input.thread_id.clone(),
             run_id: input.run_id.clone(),
         };
-        let upstream: UpstreamBody = match &route.upstream {
-            Upstream::BuiltinDemo => crate::demo::demo_response(&input, crate::demo::DEFAULT_PACE)
-                .map_err(|never| match never {})
-                .boxed_unsync(),
+        let (upstream, framing): (UpstreamBody, Framing) = match &route.upstream {
+            Upstream::BuiltinDemo => (
+                crate::demo::demo_response(&input, crate::demo::DEFAULT_PACE)
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+                Framing::Sse,
+            ),
             Upstream::Url(uri) => {
                 let headers = headers::upstream_request_headers(&parts.headers);
                 let response = self
@@ -258,15 +280,29 @@ impl Gateway {
                     )
                     .await?;
                 tracing::debug!(status = %response.status(), "upstream answered");
-                response
+                let content_type = response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                if content_type.starts_with(AGUI_PROTO) {
+                    return Err(Failure::new(
+                        ErrorCode::UpstreamMalformed,
+                        format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
+                    ));
+                }
+                let framing = Framing::from_content_type(content_type);
+                let body = response
                     .into_body()
                     .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-                    .boxed_unsync()
+                    .boxed_unsync();
+                (body, framing)
             }
         };
         let mut spec = PipelineSpec::new(route.upstream_dialect, route.client, ids);
         spec.mappings = self.config.mappings.clone();
         spec.max_event_bytes = route.limits.max_event_bytes;
+        spec.framing = framing;
         spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
         spec.unknown_fields = route.unknown_fields;
         let pipeline =

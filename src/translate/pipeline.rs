@@ -14,7 +14,7 @@ use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::Event;
 use crate::mapping::Mappings;
-use crate::sse::{SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
+use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
 use super::{DropKind, Input, Note, RunIds, RunSequencer};
 
@@ -26,6 +26,8 @@ pub struct PipelineSpec {
     pub ids: RunIds,
     pub mappings: Mappings,
     pub max_event_bytes: usize,
+    /// How the upstream frames its events (from its `Content-Type`).
+    pub framing: Framing,
     pub keep_upstream_run_ids: bool,
     pub unknown_fields: UnknownFields,
 }
@@ -39,6 +41,7 @@ impl PipelineSpec {
             ids,
             mappings: Mappings::builtin(),
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            framing: Framing::Sse,
             keep_upstream_run_ids: false,
             unknown_fields: UnknownFields::default(),
         }
@@ -115,7 +118,7 @@ impl Pipeline {
             Dialect::Hai | Dialect::Aap => return Err(unsupported),
         };
         Ok(Pipeline {
-            decoder: SseDecoder::new(spec.max_event_bytes),
+            decoder: SseDecoder::with_framing(spec.framing, spec.max_event_bytes),
             buf: BytesMut::new(),
             reader,
             sequencer: RunSequencer::new(spec.ids)
