@@ -22,6 +22,11 @@ const NULLABLE_REQUIRED: &[&str] = &["snapshot", "value", "event"];
 
 /// Row 1: renames snake_case keys from the table; camelCase wins when both are present.
 pub fn snake_keys(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut Vec<Note>) {
+    // Canonical producers never send an underscore in a key: one scan instead of a lookup per
+    // table entry on the common path.
+    if !map.keys().any(|k| k.contains('_')) {
+        return;
+    }
     for (snake, camel) in &aliases.keys {
         if let Some(v) = map.remove(snake) {
             notes.push(Note::Fixup(Rule::SnakeCaseKeys));
@@ -39,7 +44,13 @@ pub fn field_aliases(
     type_names: [&str; 2],
     notes: &mut Vec<Note>,
 ) {
-    for name in type_names {
+    let [spelled, canonical] = type_names;
+    let names: &[&str] = if spelled == canonical {
+        &type_names[..1]
+    } else {
+        &type_names
+    };
+    for &name in names {
         let Some(pairs) = aliases.fields.get(name) else {
             continue;
         };
@@ -58,15 +69,16 @@ pub fn field_aliases(
 /// Rows 9 and 17: nulls, empty optional ids, non-object metadata, timestamps.
 pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
     let before = map.len();
-    map.retain(|k, v| !v.is_null() || NULLABLE_REQUIRED.contains(&k.as_str()));
-    for key in OPTIONAL_IDS {
-        if map.get(*key).and_then(Value::as_str) == Some("") {
-            map.remove(*key);
+    map.retain(|k, v| {
+        if k == "metadata" {
+            return v.is_object();
         }
-    }
-    if map.get("metadata").is_some_and(|m| !m.is_object()) {
-        map.remove("metadata");
-    }
+        match v {
+            Value::Null => NULLABLE_REQUIRED.contains(&k.as_str()),
+            Value::String(s) if s.is_empty() => !OPTIONAL_IDS.contains(&k.as_str()),
+            _ => true,
+        }
+    });
     if map.len() != before {
         notes.push(Note::Fixup(Rule::NullsAndEmptyIds));
     }
@@ -345,6 +357,22 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(timestamp_ms(&input), want.map(Value::from), "{input}");
+        }
+    }
+
+    #[test]
+    fn base_fields_drop_nulls_empty_ids_and_bad_metadata() {
+        for bad_metadata in [json!(""), json!("x"), json!([1]), json!(null), json!(3)] {
+            let mut m = json!({"messageId":"m","parentMessageId":"","snapshot":null,"name":null,
+                               "delta":"","metadata":bad_metadata})
+            .as_object()
+            .unwrap()
+            .clone();
+            base_fields(&mut m, &mut Vec::new());
+            assert_eq!(
+                Value::Object(m),
+                json!({"messageId":"m","snapshot":null,"delta":""})
+            );
         }
     }
 

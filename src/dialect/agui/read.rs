@@ -145,17 +145,18 @@ impl AguiReader {
             self.legacy_thinking(&spelled, map, out, notes);
             return;
         }
-        let ty = match aliases.events.get(&spelled) {
-            Some(ty) => {
-                notes.push(Note::Fixup(if spelled.starts_with("ACTION_EXECUTION") {
-                    Rule::ActionExecution
-                } else {
-                    Rule::SnapshotName
-                }));
-                *ty
-            }
-            None => match EventType::from_wire(&spelled) {
-                Some(ty) => ty,
+        // A 1.0 name first (the common case, no hashing), then the rename table.
+        let ty = match EventType::from_wire(&spelled) {
+            Some(ty) => ty,
+            None => match aliases.events.get(&spelled) {
+                Some(ty) => {
+                    notes.push(Note::Fixup(if spelled.starts_with("ACTION_EXECUTION") {
+                        Rule::ActionExecution
+                    } else {
+                        Rule::SnapshotName
+                    }));
+                    *ty
+                }
                 None => {
                     tracing::debug!(event_type = %spelled, "dropping an unknown upstream event type");
                     notes.push(Note::Dropped(DropKind::UnknownType));
@@ -163,7 +164,9 @@ impl AguiReader {
                 }
             },
         };
-        fix::field_aliases(&mut map, &aliases, [&spelled, ty.as_str()], notes);
+        if !aliases.fields.is_empty() {
+            fix::field_aliases(&mut map, &aliases, [&spelled, ty.as_str()], notes);
+        }
         fix::base_fields(&mut map, notes);
         if !self.fix_values(ty, &mut map, out, notes) {
             return;
