@@ -50,28 +50,16 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The wire string (`"UPSTREAM_IDLE_TIMEOUT"`).
+    /// The wire string (`"UPSTREAM_IDLE_TIMEOUT"`, `"UPSTREAM_HTTP_503"`).
     pub fn as_str(self) -> Cow<'static, str> {
-        Cow::Borrowed(match self {
-            ErrorCode::InvalidRequest => "INVALID_REQUEST",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
-            ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
-            ErrorCode::UpstreamHttp(status) => {
-                return Cow::Owned(format!("UPSTREAM_HTTP_{status}"))
-            }
-            ErrorCode::UpstreamHeadersTimeout => "UPSTREAM_HEADERS_TIMEOUT",
-            ErrorCode::UpstreamIdleTimeout => "UPSTREAM_IDLE_TIMEOUT",
-            ErrorCode::UpstreamTruncated => "UPSTREAM_TRUNCATED",
-            ErrorCode::UpstreamMalformed => "UPSTREAM_MALFORMED",
-            ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
-            ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
-        })
+        match self {
+            ErrorCode::UpstreamHttp(status) => Cow::Owned(format!("UPSTREAM_HTTP_{status}")),
+            other => Cow::Borrowed(other.label()),
+        }
     }
 
-    /// A bounded label for metrics (`UpstreamHttp` collapses to one value).
+    /// A bounded label for metrics: the wire string, with every `UPSTREAM_HTTP_<status>`
+    /// collapsed to `UPSTREAM_HTTP`.
     pub const fn label(self) -> &'static str {
         match self {
             ErrorCode::UpstreamHttp(_) => "UPSTREAM_HTTP",

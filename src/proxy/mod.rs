@@ -162,8 +162,9 @@ pub async fn serve(
             "drain deadline reached; ending the remaining streams with GATEWAY_SHUTDOWN"
         );
         let _ = drain_tx.send(true);
-        // Give the terminal events a moment to reach the clients before the process exits.
-        let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
+        // The terminal events are written at once; the connections then close, which resolves
+        // `drained`. The bound only guards against a client that stopped reading.
+        let _ = tokio::time::timeout(Duration::from_secs(10), drained).await;
     }
     Ok(())
 }

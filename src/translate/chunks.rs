@@ -46,102 +46,70 @@ impl ChunkExpander {
         match event {
             Event::TextMessageChunk(c) => {
                 notes.push(Note::Fixup(Rule::ChunkExpansion));
-                let lane = self.lane(Kind::Text, c.message_id.as_deref(), &c.base.subagent_run_id);
-                let id = match self.continuing(&lane, Kind::Text, c.message_id.as_deref()) {
-                    Some(id) => id,
-                    None => {
-                        self.close_lane(&lane, out);
-                        let id = c.message_id.unwrap_or_else(|| mint.next('m'));
-                        out.push(Event::TextMessageStart(TextMessageStart {
+                let (role, name) = (c.role, c.name);
+                let started =
+                    self.stream_for(Kind::Text, c.message_id, &c.base, out, |id, base| {
+                        let id = id.unwrap_or_else(|| mint.next('m'));
+                        let start = TextMessageStart {
                             message_id: id.clone(),
-                            role: c.role.unwrap_or_default(),
-                            name: c.name,
-                            base: lane_base(&lane),
-                        }));
-                        self.open.push(Stream {
-                            lane,
-                            kind: Kind::Text,
-                            id: id.clone(),
-                        });
-                        id
-                    }
-                };
-                if c.delta.is_some() || has_payload(&c.base) {
+                            role: role.unwrap_or_default(),
+                            name,
+                            base,
+                        };
+                        Some((id, start.into()))
+                    });
+                if let (Some(id), Some(base)) = (started, content_base(c.delta.is_some(), c.base)) {
                     out.push(Event::TextMessageContent(TextMessageContent {
                         message_id: id,
                         delta: c.delta.unwrap_or_default(),
-                        base: c.base,
+                        base,
                     }));
                 }
             }
             Event::ToolCallChunk(c) => {
                 notes.push(Note::Fixup(Rule::ChunkExpansion));
-                let lane = self.lane(
-                    Kind::Tool,
-                    c.tool_call_id.as_deref(),
-                    &c.base.subagent_run_id,
-                );
-                let id = match self.continuing(&lane, Kind::Tool, c.tool_call_id.as_deref()) {
-                    Some(id) => id,
-                    None => {
-                        self.close_lane(&lane, out);
-                        let (Some(id), Some(name)) = (c.tool_call_id, c.tool_call_name) else {
-                            // No id or no name to start a call with: nothing can be synthesised.
-                            notes.push(Note::Dropped(DropKind::Orphan));
-                            return;
-                        };
-                        out.push(Event::ToolCallStart(ToolCallStart {
+                let (name, parent) = (c.tool_call_name, c.parent_message_id);
+                let started =
+                    self.stream_for(Kind::Tool, c.tool_call_id, &c.base, out, |id, base| {
+                        // A call cannot start without both an id and a name; nothing to synthesise.
+                        let (id, name) = (id?, name?);
+                        let start = ToolCallStart {
                             tool_call_id: id.clone(),
                             tool_call_name: name,
-                            parent_message_id: c.parent_message_id,
-                            base: lane_base(&lane),
-                        }));
-                        self.open.push(Stream {
-                            lane,
-                            kind: Kind::Tool,
-                            id: id.clone(),
-                        });
-                        id
-                    }
+                            parent_message_id: parent,
+                            base,
+                        };
+                        Some((id, start.into()))
+                    });
+                let Some(id) = started else {
+                    notes.push(Note::Dropped(DropKind::Orphan));
+                    return;
                 };
-                if c.delta.is_some() || has_payload(&c.base) {
+                if let Some(base) = content_base(c.delta.is_some(), c.base) {
                     out.push(Event::ToolCallArgs(ToolCallArgs {
                         tool_call_id: id,
                         delta: c.delta.unwrap_or_default(),
-                        base: c.base,
+                        base,
                     }));
                 }
             }
             Event::ReasoningMessageChunk(c) => {
                 notes.push(Note::Fixup(Rule::ChunkExpansion));
-                let lane = self.lane(
-                    Kind::Reasoning,
-                    c.message_id.as_deref(),
-                    &c.base.subagent_run_id,
-                );
-                let id = match self.continuing(&lane, Kind::Reasoning, c.message_id.as_deref()) {
-                    Some(id) => id,
-                    None => {
-                        self.close_lane(&lane, out);
-                        let id = c.message_id.unwrap_or_else(|| mint.next('r'));
-                        out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
+                let started =
+                    self.stream_for(Kind::Reasoning, c.message_id, &c.base, out, |id, base| {
+                        let id = id.unwrap_or_else(|| mint.next('r'));
+                        let start = ReasoningMessageStart {
                             message_id: id.clone(),
                             role: Default::default(),
-                            base: lane_base(&lane),
-                        }));
-                        self.open.push(Stream {
-                            lane,
-                            kind: Kind::Reasoning,
-                            id: id.clone(),
-                        });
-                        id
-                    }
-                };
-                if c.delta.is_some() || has_payload(&c.base) {
+                            base,
+                        };
+                        Some((id, start.into()))
+                    });
+                if let (Some(id), Some(base)) = (started, content_base(c.delta.is_some(), c.base)) {
                     out.push(Event::ReasoningMessageContent(ReasoningMessageContent {
                         message_id: id,
                         delta: c.delta.unwrap_or_default(),
-                        base: c.base,
+                        base,
                     }));
                 }
             }
@@ -152,6 +120,32 @@ impl ChunkExpander {
                 out.push(other);
             }
         }
+    }
+
+    /// The id of the stream a chunk continues; otherwise closes its lane's stream and starts a
+    /// new one with `start(chunk id, lane base)`, which returns the new id and its START event
+    /// (`None`: nothing can be started, and the chunk is dropped).
+    fn stream_for(
+        &mut self,
+        kind: Kind,
+        id: Option<String>,
+        base: &EventBase,
+        out: &mut Vec<Event>,
+        start: impl FnOnce(Option<String>, EventBase) -> Option<(String, Event)>,
+    ) -> Option<String> {
+        let lane = self.lane(kind, id.as_deref(), &base.subagent_run_id);
+        if let Some(id) = self.continuing(&lane, kind, id.as_deref()) {
+            return Some(id);
+        }
+        self.close_lane(&lane, out);
+        let (id, event) = start(id, lane_base(&lane))?;
+        out.push(event);
+        self.open.push(Stream {
+            lane,
+            kind,
+            id: id.clone(),
+        });
+        Some(id)
     }
 
     /// Which lane a chunk belongs to: the lane whose open stream of that kind has its id, else
@@ -230,9 +224,10 @@ impl ChunkExpander {
     }
 }
 
-/// A chunk with metadata or a raw event but no delta still yields a content event.
-fn has_payload(base: &EventBase) -> bool {
-    base.metadata.is_some() || base.raw_event.is_some()
+/// The base of the content event a chunk yields, if it yields one: it does when it carries a
+/// delta, or metadata or a raw event without one.
+fn content_base(has_delta: bool, base: EventBase) -> Option<EventBase> {
+    (has_delta || base.metadata.is_some() || base.raw_event.is_some()).then_some(base)
 }
 
 fn lane_base(lane: &Option<String>) -> EventBase {

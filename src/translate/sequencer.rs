@@ -9,8 +9,8 @@
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
     Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
-    RunFinished, RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd,
-    TextMessageStart, ToolCallEnd, PROTOCOL_VERSION,
+    RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd, TextMessageStart,
+    ToolCallEnd, PROTOCOL_VERSION,
 };
 
 use super::{DropKind, Note, Rule, RunIds};
@@ -38,6 +38,21 @@ enum Kind {
     Subagent,
 }
 
+/// One open entity. `lane` is the opener's `subagentRunId`: closing events carry it, and
+/// steps are keyed by it (the 1.0 client tracks steps per subagent, everything else globally).
+#[derive(Debug)]
+struct Open {
+    kind: Kind,
+    id: String,
+    lane: Option<String>,
+}
+
+impl Open {
+    fn is(&self, kind: Kind, id: &str, lane: &Option<String>) -> bool {
+        self.kind == kind && self.id == id && (kind != Kind::Step || self.lane == *lane)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     NotStarted,
@@ -53,7 +68,9 @@ pub struct RunSequencer {
     keep_upstream_run_ids: bool,
     phase: Phase,
     /// Open entities in opening order; closing walks it backwards (innermost first).
-    open: Vec<(Kind, String)>,
+    open: Vec<Open>,
+    /// The `subagentRunId` of the event being sequenced.
+    lane: Option<String>,
 }
 
 impl RunSequencer {
@@ -63,6 +80,7 @@ impl RunSequencer {
             keep_upstream_run_ids: false,
             phase: Phase::NotStarted,
             open: Vec::new(),
+            lane: None,
         }
     }
 
@@ -111,12 +129,21 @@ impl RunSequencer {
     }
 
     fn is_open(&self, kind: Kind, id: &str) -> bool {
-        self.open.iter().any(|(k, i)| *k == kind && i == id)
+        self.open.iter().any(|o| o.is(kind, id, &self.lane))
+    }
+
+    /// Marks an entity open in the current lane.
+    fn push_open(&mut self, kind: Kind, id: &str) {
+        self.open.push(Open {
+            kind,
+            id: id.to_string(),
+            lane: self.lane.clone(),
+        });
     }
 
     /// Removes an open entity; false when it was not open.
     fn close(&mut self, kind: Kind, id: &str) -> bool {
-        match self.open.iter().rposition(|(k, i)| *k == kind && i == id) {
+        match self.open.iter().rposition(|o| o.is(kind, id, &self.lane)) {
             Some(pos) => {
                 self.open.remove(pos);
                 true
@@ -131,7 +158,7 @@ impl RunSequencer {
             notes.push(Note::Dropped(DropKind::DuplicateStart));
             return false;
         }
-        self.open.push((kind, id.to_string()));
+        self.push_open(kind, id);
         true
     }
 
@@ -158,13 +185,14 @@ impl RunSequencer {
     }
 
     fn close_all(&mut self, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
-        while let Some((kind, id)) = self.open.pop() {
+        while let Some(open) = self.open.pop() {
             notes.push(Note::Fixup(Rule::UnclosedEntities));
-            out.push(closing_event(kind, id));
+            out.push(closing_event(open.kind, open.id, open.lane));
         }
     }
 
     fn event(&mut self, mut event: Event, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        self.lane.clone_from(&event.base().subagent_run_id);
         if self.phase == Phase::NotStarted {
             if let Event::RunStarted(started) = &mut event {
                 self.fix_ids(&mut started.thread_id, &mut started.run_id, notes);
@@ -203,12 +231,12 @@ impl RunSequencer {
                     // Content for a closed or unseen id re-opens it: 1.0 clients append to the
                     // same message.
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    self.open.push((Kind::Text, e.message_id.clone()));
+                    self.push_open(Kind::Text, &e.message_id);
                     out.push(Event::TextMessageStart(TextMessageStart {
                         message_id: e.message_id.clone(),
                         role: Default::default(),
                         name: None,
-                        base: EventBase::default(),
+                        base: lane_base(&self.lane),
                     }));
                 }
                 true
@@ -226,7 +254,11 @@ impl RunSequencer {
             Event::ToolCallResult(e) => {
                 if self.close(Kind::Tool, &e.tool_call_id) {
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    out.push(closing_event(Kind::Tool, e.tool_call_id.clone()));
+                    out.push(closing_event(
+                        Kind::Tool,
+                        e.tool_call_id.clone(),
+                        self.lane.clone(),
+                    ));
                 }
                 true
             }
@@ -240,12 +272,11 @@ impl RunSequencer {
             Event::ReasoningMessageContent(e) => {
                 if !self.is_open(Kind::ReasoningMessage, &e.message_id) {
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    self.open
-                        .push((Kind::ReasoningMessage, e.message_id.clone()));
+                    self.push_open(Kind::ReasoningMessage, &e.message_id);
                     out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
                         message_id: e.message_id.clone(),
                         role: Default::default(),
-                        base: EventBase::default(),
+                        base: lane_base(&self.lane),
                     }));
                 }
                 true
@@ -290,9 +321,19 @@ impl RunSequencer {
     }
 }
 
-/// The event that closes an open entity.
-fn closing_event(kind: Kind, id: String) -> Event {
-    let base = EventBase::default();
+fn lane_base(lane: &Option<String>) -> EventBase {
+    EventBase {
+        subagent_run_id: lane.clone(),
+        ..EventBase::default()
+    }
+}
+
+/// The event that closes an open entity, attributed to the opener's lane.
+fn closing_event(kind: Kind, id: String, lane: Option<String>) -> Event {
+    let base = EventBase {
+        subagent_run_id: lane,
+        ..EventBase::default()
+    };
     match kind {
         Kind::Text => Event::TextMessageEnd(TextMessageEnd {
             message_id: id,
@@ -320,18 +361,6 @@ fn closing_event(kind: Kind, id: String) -> Event {
             outcome: None,
             base,
         }),
-    }
-}
-
-/// Convenience for callers that build a `RUN_FINISHED` themselves.
-pub fn run_finished(ids: &RunIds) -> RunFinished {
-    RunFinished {
-        thread_id: ids.thread_id.clone(),
-        run_id: ids.run_id.clone(),
-        result: None,
-        outcome: None,
-        usage: None,
-        base: EventBase::default(),
     }
 }
 

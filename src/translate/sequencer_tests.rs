@@ -8,6 +8,10 @@ fn ids() -> RunIds {
     }
 }
 
+fn run_finished(ids: &RunIds) -> crate::event::RunFinished {
+    serde_json::from_value(json!({"threadId": ids.thread_id, "runId": ids.run_id})).unwrap()
+}
+
 fn ev(v: serde_json::Value) -> Event {
     serde_json::from_value(v).expect("valid event")
 }
@@ -198,6 +202,39 @@ fn empty_interrupt_list_reads_as_success() {
     );
     assert!(matches!(&out[1], Event::RunFinished(f) if f.outcome.is_none()));
     assert!(notes.contains(&Note::Fixup(Rule::Outcome)));
+}
+
+#[test]
+fn steps_are_per_lane_and_closing_events_keep_the_opener_lane() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"sa","name":"helper"}),
+        json!({"type":"STEP_STARTED","stepName":"plan"}),
+        json!({"type":"STEP_STARTED","stepName":"plan","subagentRunId":"sa"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"sa"}),
+        json!({"type":"STEP_FINISHED","stepName":"plan","subagentRunId":"sa"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    assert_eq!(
+        types(&out),
+        [
+            "RUN_STARTED",
+            "SUBAGENT_STARTED",
+            "STEP_STARTED",
+            "STEP_STARTED",
+            "TEXT_MESSAGE_START",
+            "STEP_FINISHED",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "SUBAGENT_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(
+        out[6],
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"sa"})
+    );
+    assert_eq!(out[7], json!({"type":"STEP_FINISHED","stepName":"plan"}));
 }
 
 #[test]

@@ -19,7 +19,8 @@ pub fn verify_run(events: &[Event]) -> Result<(), Violation> {
     if !matches!(events.first(), Some(Event::RunStarted(_))) {
         return fail(0, "the first event must be RUN_STARTED".into());
     }
-    let mut open: Vec<(&str, &str)> = Vec::new();
+    // (kind, id, lane): the 1.0 client keys steps by subagent lane, everything else globally.
+    let mut open: Vec<(&str, &str, Option<&str>)> = Vec::new();
     for (i, e) in events.iter().enumerate() {
         if e.is_terminal() != (i + 1 == events.len()) {
             return fail(i, "exactly one terminal event, and it must be last".into());
@@ -54,7 +55,12 @@ pub fn verify_run(events: &[Event]) -> Result<(), Violation> {
             | Event::ReasoningMessageChunk(_) => return fail(i, "chunks must be expanded".into()),
             _ => continue,
         };
-        let key = (kind, id);
+        let lane = if kind == "step" {
+            e.base().subagent_run_id.as_deref()
+        } else {
+            None
+        };
+        let key = (kind, id, lane);
         match opens {
             Some(true) if open.contains(&key) => {
                 return fail(i, format!("{kind} {id:?} is already open"))
