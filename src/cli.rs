@@ -324,10 +324,6 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let mappings = match &args.common.mappings {
-        Some(dir) => Mappings::load(dir)?,
-        None => Mappings::builtin(),
-    };
     match args.config {
         Some(path) => {
             let overrides = Overrides {
@@ -343,7 +339,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             );
         }
         None => {
-            let _ = mappings;
+            if let Some(dir) = &args.common.mappings {
+                Mappings::load(dir)?;
+            }
             println!("mappings: ok");
         }
     }

@@ -169,10 +169,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !secs.is_finite() || secs <= 0.0 || secs > 365.0 * 86400.0 {
-        return Err(format!(
-            "duration {text:?} must be positive and at most a year"
-        ));
+    if !secs.is_finite() || secs < 0.001 || secs > 365.0 * 86400.0 {
+        return Err(format!("duration {text:?} must be between 1ms and a year"));
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -24,7 +24,7 @@ fn durations() {
     assert_eq!(parse_duration("15").unwrap(), Duration::from_secs(15));
     assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
     assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-    for bad in ["", "s", "-1s", "0s", "10 parsecs", "1d"] {
+    for bad in ["", "s", "-1s", "0s", "0.0000001ms", "10 parsecs", "1d"] {
         assert!(parse_duration(bad).is_err(), "{bad:?}");
     }
 }

@@ -47,6 +47,8 @@ pub enum ErrorCode {
     UpstreamEventTooLarge,
     /// The gateway is shutting down and ended the stream.
     GatewayShutdown,
+    /// The route asks for a translation this build does not have.
+    NotImplemented,
 }
 
 impl ErrorCode {
@@ -75,6 +77,7 @@ impl ErrorCode {
             ErrorCode::UpstreamMalformed => "UPSTREAM_MALFORMED",
             ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
             ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
+            ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
         }
     }
 
@@ -92,7 +95,7 @@ impl ErrorCode {
             | ErrorCode::UpstreamTruncated
             | ErrorCode::UpstreamMalformed
             | ErrorCode::UpstreamEventTooLarge => Fault::Upstream,
-            ErrorCode::GatewayShutdown => Fault::Gateway,
+            ErrorCode::GatewayShutdown | ErrorCode::NotImplemented => Fault::Gateway,
         }
     }
 
@@ -113,6 +116,7 @@ impl ErrorCode {
                 StatusCode::GATEWAY_TIMEOUT
             }
             ErrorCode::GatewayShutdown => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -167,6 +171,7 @@ mod tests {
         ErrorCode::UpstreamMalformed,
         ErrorCode::UpstreamEventTooLarge,
         ErrorCode::GatewayShutdown,
+        ErrorCode::NotImplemented,
     ];
 
     #[test]

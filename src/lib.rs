@@ -14,7 +14,7 @@
 //! - [`config`] — file, environment and flags resolved into one validated configuration.
 //! - [`proxy`] — the hyper server, the upstream client and the pull-based translating body.
 //! - [`demo`] — the scripted AG-UI 1.0 demo agent, in-process or as its own server.
-//! - [`telemetry`] — logging setup.
+//! - [`telemetry`] — logging, and the Prometheus metrics of finished streams.
 //!
 //! `event`, `sse`, `dialect`, `mapping` and `translate` never import `proxy` or hyper; a test
 //! (`tests/layering.rs`) keeps that true.

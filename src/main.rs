@@ -1,3 +1,12 @@
-fn main() -> anyhow::Result<()> {
-    dialect_proxy::cli::main()
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match dialect_proxy::cli::main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // For an operator: the message and its causes, never a backtrace.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

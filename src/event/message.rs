@@ -17,18 +17,6 @@ pub enum Message {
 }
 
 impl Message {
-    /// The message id.
-    pub fn id(&self) -> &str {
-        match self {
-            Message::Developer(m) | Message::System(m) => &m.id,
-            Message::Assistant(m) => &m.id,
-            Message::User(m) => &m.id,
-            Message::Tool(m) => &m.id,
-            Message::Activity(m) => &m.id,
-            Message::Reasoning(m) => &m.id,
-        }
-    }
-
     /// Unknown fields of the message, and its metadata, for writers that fold the former into
     /// the latter.
     pub fn extra_and_metadata(

@@ -306,8 +306,8 @@ impl Gateway {
         spec.framing = framing;
         spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
         spec.unknown_fields = route.unknown_fields;
-        let pipeline =
-            Pipeline::new(spec).map_err(|e| Failure::new(ErrorCode::NotFound, e.to_string()))?;
+        let pipeline = Pipeline::new(spec)
+            .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
         let timers = StreamTimers {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,

@@ -36,7 +36,7 @@ pub struct RunIds {
 #[derive(Debug, Clone)]
 pub struct IdMint {
     run_id: String,
-    counters: [u32; 26],
+    counters: [u64; 26],
 }
 
 impl IdMint {

@@ -3,7 +3,9 @@
 //! The one code path behind both the proxy's translating body and the `translate` command, so
 //! what an operator replays offline is exactly what the gateway does live. Synchronous and
 //! allocation-light: scratch vectors are reused between calls, and each call appends the
-//! encoded events produced by the bytes it was given (nothing waits for a later read).
+//! encoded events produced by the bytes it was given. Only what the protocol makes incomplete
+//! waits for later bytes: a partial SSE event, and object tool arguments held until the call's
+//! end (`dialects.md` row 6).
 
 use std::fmt;
 
