@@ -4,14 +4,15 @@
 //! hyper polls it when it can write; it polls the upstream only then, so back-pressure is free
 //! and nothing runs unless the client reads. One poll, in order:
 //! 1. a waiting frame (the opening `: ok` comment) goes out first;
-//! 2. after the terminal event, `None` forever;
+//! 2. after the terminal event, `None` forever; the drain signal is checked before the upstream,
+//!    so an upstream that always has data cannot hide the shutdown deadline;
 //! 3. loop on the upstream: each data frame is decoded, translated and encoded into one output
 //!    frame (events from one read leave together, nothing waits for a later read); an empty
-//!    result means poll the upstream again; end, error or a trailers frame end the run;
-//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`), the drain
-//!    signal (the shutdown deadline passed → `GATEWAY_SHUTDOWN`) and the heartbeat (fires →
-//!    `: ping`) are polled, so `Pending` is returned only when every source has registered the
-//!    waker.
+//!    result means poll the upstream again (up to a budget, then the body wakes itself and
+//!    yields); end, error or a trailers frame end the run;
+//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`) and the
+//!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
+//!    (drain signal included) has registered the waker.
 //!
 //! `Error = Infallible`: upstream trouble becomes a terminal `RUN_ERROR` event, never a cut
 //! connection. Dropping the body (the client left) drops the upstream body, which closes the
@@ -36,6 +37,10 @@ use crate::translate::Pipeline;
 
 /// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
 pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Upstream frames handled in one poll before yielding, so an upstream that floods the
+/// gateway with frames that produce no output (comments) cannot hold a runtime worker.
+const FRAMES_PER_POLL: usize = 64;
 
 /// Resolves when open streams must end (the drain deadline after a shutdown signal).
 pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -96,41 +101,53 @@ impl TranslatingBody {
         }
     }
 
+    /// The run has ended: releases the upstream and records the stream.
     fn finish(&mut self) {
         self.upstream = None;
-        if !self.logged {
-            self.logged = true;
-            let stats = self.pipeline.stats();
-            let failure = self.pipeline.failure();
-            self.record.finish(StreamEnd {
-                outcome: if failure.is_some() {
-                    Outcome::Failed
-                } else {
-                    Outcome::Completed
-                },
-                code: failure.map(ErrorCode::label),
-                stats,
-                notes: self.pipeline.note_counts(),
-                heartbeats: self.heartbeats,
-                duration: self.started.elapsed(),
-            });
-            let code = failure.map(|c| c.as_str());
-            tracing::info!(
-                outcome = if code.is_some() {
-                    "failed"
-                } else {
-                    "completed"
-                },
-                code = code.as_deref().unwrap_or(""),
-                events_in = stats.events_in,
-                events_out = stats.events_out,
-                fixups = stats.fixups,
-                dropped = stats.dropped,
-                heartbeats = self.heartbeats,
-                duration_ms = self.started.elapsed().as_millis() as u64,
-                "stream ended"
-            );
+        let outcome = if self.pipeline.failure().is_some() {
+            Outcome::Failed
+        } else {
+            Outcome::Completed
+        };
+        self.record_end(outcome);
+    }
+
+    /// Records the end once: the metrics, and the one `info` line per stream.
+    fn record_end(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.logged, true) {
+            return;
         }
+        let _entered = self.span.enter();
+        let stats = self.pipeline.stats();
+        let failure = self.pipeline.failure();
+        let duration = self.started.elapsed();
+        self.record.finish(StreamEnd {
+            outcome,
+            code: failure.map(ErrorCode::label),
+            stats,
+            notes: self.pipeline.note_counts(),
+            heartbeats: self.heartbeats,
+            duration,
+        });
+        let code = failure.map(ErrorCode::as_str);
+        tracing::info!(
+            outcome = outcome.as_str(),
+            code = code.as_deref().unwrap_or(""),
+            events_in = stats.events_in,
+            events_out = stats.events_out,
+            fixups = stats.fixups,
+            dropped = stats.dropped,
+            heartbeats = self.heartbeats,
+            duration_ms = duration.as_millis() as u64,
+            "stream ended"
+        );
+    }
+
+    /// Ends the run with a gateway error and returns its terminal frame.
+    fn fail(&mut self, failure: Failure) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.pipeline.fail(failure, &mut self.out);
+        self.finish();
+        Poll::Ready(self.take_output().map(|b| Ok(Frame::data(b))))
     }
 
     /// Takes what the pipeline produced as one frame.
@@ -158,7 +175,15 @@ impl Body for TranslatingBody {
         if let Some(frame) = this.waiting.take() {
             return Poll::Ready(Some(Ok(Frame::data(frame))));
         }
-        loop {
+        // Checked first: an upstream that always has data must not hide the shutdown deadline.
+        if this.upstream.is_some() && this.drain.as_mut().poll(cx).is_ready() {
+            tracing::warn!("drain deadline reached; ending the stream");
+            return this.fail(Failure::new(
+                ErrorCode::GatewayShutdown,
+                "the gateway is shutting down; retry the run",
+            ));
+        }
+        for _ in 0..FRAMES_PER_POLL {
             let Some(upstream) = this.upstream.as_mut() else {
                 return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
             };
@@ -180,48 +205,39 @@ impl Body for TranslatingBody {
                 }
                 Poll::Ready(Some(Err(error))) => {
                     tracing::warn!(%error, "upstream body failed mid-stream");
-                    let failure = Failure::new(
+                    return this.fail(Failure::new(
                         ErrorCode::UpstreamTruncated,
                         format!("the upstream connection broke mid-stream: {error}"),
-                    );
-                    this.pipeline.fail(failure, &mut this.out);
-                    this.finish();
+                    ));
                 }
                 Poll::Ready(None) => {
                     this.pipeline.end(&mut this.out);
                     this.finish();
+                    return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    if this.idle.as_mut().poll(cx).is_ready() {
+                        let secs = this.timers.idle_timeout.as_secs_f64();
+                        tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
+                        return this.fail(Failure::new(
+                            ErrorCode::UpstreamIdleTimeout,
+                            format!("the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"),
+                        ));
+                    }
+                    ready!(this.heartbeat.as_mut().poll(cx));
+                    this.heartbeats += 1;
+                    let deadline = Instant::now() + this.timers.heartbeat_interval;
+                    this.heartbeat.as_mut().reset(deadline);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                        HEARTBEAT_COMMENT,
+                    )))));
+                }
             }
         }
-        if this.idle.as_mut().poll(cx).is_ready() {
-            let secs = this.timers.idle_timeout.as_secs_f64();
-            tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
-            let failure = Failure::new(
-                ErrorCode::UpstreamIdleTimeout,
-                format!(
-                    "the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"
-                ),
-            );
-            this.pipeline.fail(failure, &mut this.out);
-            this.finish();
-            return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
-        }
-        if this.drain.as_mut().poll(cx).is_ready() {
-            tracing::warn!("drain deadline reached; ending the stream");
-            let failure = Failure::new(
-                ErrorCode::GatewayShutdown,
-                "the gateway is shutting down; retry the run",
-            );
-            this.pipeline.fail(failure, &mut this.out);
-            this.finish();
-            return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
-        }
-        ready!(this.heartbeat.as_mut().poll(cx));
-        this.heartbeats += 1;
-        let deadline = Instant::now() + this.timers.heartbeat_interval;
-        this.heartbeat.as_mut().reset(deadline);
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT_COMMENT)))))
+        // Many upstream frames in a row produced nothing to send (comments, partial events):
+        // yield to the scheduler and come straight back.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -235,25 +251,9 @@ impl Body for TranslatingBody {
 
 impl Drop for TranslatingBody {
     fn drop(&mut self) {
-        if !self.logged {
-            let _entered = self.span.enter();
-            let stats = self.pipeline.stats();
-            self.record.finish(StreamEnd {
-                outcome: Outcome::Cancelled,
-                code: None,
-                stats,
-                notes: self.pipeline.note_counts(),
-                heartbeats: self.heartbeats,
-                duration: self.started.elapsed(),
-            });
-            tracing::info!(
-                outcome = "cancelled",
-                events_in = stats.events_in,
-                events_out = stats.events_out,
-                duration_ms = self.started.elapsed().as_millis() as u64,
-                "client went away; upstream request dropped"
-            );
-        }
+        // Dropped before its end: the client went away (hyper drops the body), which also
+        // dropped the upstream body and so closed the upstream connection.
+        self.record_end(Outcome::Cancelled);
     }
 }
 

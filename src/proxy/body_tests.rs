@@ -222,3 +222,75 @@ async fn the_drain_deadline_ends_the_stream_with_gateway_shutdown() {
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(out.last().unwrap().contains("GATEWAY_SHUTDOWN"));
 }
+
+/// An upstream that always has a frame ready: comments forever, or events forever.
+struct Flood {
+    frame: &'static str,
+}
+
+impl Body for Flood {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            self.frame.as_bytes(),
+        )))))
+    }
+}
+
+fn flood_body(frame: &'static str, drain: DrainSignal) -> TranslatingBody {
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    let timers = StreamTimers {
+        idle_timeout: Duration::from_secs(300),
+        heartbeat_interval: Duration::from_secs(100),
+    };
+    TranslatingBody::new(
+        Flood { frame }.boxed_unsync(),
+        pipeline,
+        timers,
+        drain,
+        tracing::Span::none(),
+        crate::telemetry::metrics::Metrics::new().stream_started("/"),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
+    let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
+    let mut body = flood_body(event, Box::pin(tokio::time::sleep(Duration::from_secs(1))));
+    let mut frames = 0;
+    let mut last = String::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame;
+        last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+        frames += 1;
+        if frames % 1000 == 0 {
+            tokio::time::advance(Duration::from_millis(400)).await;
+        }
+        assert!(frames < 100_000, "the drain signal was never observed");
+    }
+    assert!(last.contains("GATEWAY_SHUTDOWN"), "{last}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_comment_flood_yields_instead_of_spinning() {
+    let mut body = flood_body(": noise\n\n", Box::pin(std::future::pending()));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    assert!(
+        matches!(
+            Pin::new(&mut body).poll_frame(&mut cx),
+            Poll::Ready(Some(_))
+        ),
+        "`: ok` first"
+    );
+    // Comments produce nothing to send: the body must give the worker back after its budget.
+    assert!(Pin::new(&mut body).poll_frame(&mut cx).is_pending());
+}

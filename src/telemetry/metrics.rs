@@ -90,7 +90,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    const fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Outcome::Completed => "completed",
             Outcome::Failed => "failed",
