@@ -169,7 +169,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !secs.is_finite() || secs < 0.001 || secs > 365.0 * 86400.0 {
+    if !secs.is_finite() || !(0.001..=365.0 * 86400.0).contains(&secs) {
         return Err(format!("duration {text:?} must be between 1ms and a year"));
     }
     Ok(Duration::from_secs_f64(secs))
