@@ -59,3 +59,19 @@ async fn a_protobuf_answer_is_refused_before_the_stream() {
         .unwrap()
         .contains("protobuf"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_answer_is_refused_before_the_stream() {
+    let upstream = ScriptedUpstream::with_script(
+        Script::sse_headers()
+            .header("content-encoding", "gzip")
+            .bytes([0x1f, 0x8b, 8, 0]),
+    )
+    .await;
+    let gateway = Gateway::agui(&upstream.url("/agent"), &[]);
+    let mut response = send(gateway.addr, &Request::post_json("/", run_input("t", "r"))).await;
+    assert_eq!(response.status, 502);
+    let body = response.json().await;
+    assert_eq!(body["error"]["code"], "UPSTREAM_MALFORMED");
+    assert!(body["error"]["message"].as_str().unwrap().contains("gzip"));
+}

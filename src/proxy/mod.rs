@@ -25,6 +25,7 @@ mod upstream;
 
 pub use body::{DrainSignal, StreamTimers, TranslatingBody, UpstreamBody};
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +61,8 @@ pub type ResponseBody = Either<TranslatingBody, Full<Bytes>>;
 /// Shared, read-only state of the server.
 struct Gateway {
     config: Config,
-    client: UpstreamClient,
+    /// One pooled client per distinct connect timeout, so each route's timeout holds.
+    clients: HashMap<Duration, UpstreamClient>,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: tokio::sync::watch::Receiver<bool>,
     metrics: Arc<Metrics>,
@@ -97,16 +99,20 @@ pub async fn serve(
     shared: Shared,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let connect_timeout = config
+    let clients = config
         .routes
         .iter()
-        .map(|r| r.limits.connect_timeout)
-        .max()
-        .unwrap_or(crate::config::DEFAULT_CONNECT_TIMEOUT);
+        .map(|r| {
+            (
+                r.limits.connect_timeout,
+                UpstreamClient::new(r.limits.connect_timeout),
+            )
+        })
+        .collect();
     let drain_timeout = config.drain_timeout;
     let (drain_tx, draining) = tokio::sync::watch::channel(false);
     let gateway = Arc::new(Gateway {
-        client: UpstreamClient::new(connect_timeout),
+        clients,
         config,
         draining,
         metrics: Arc::clone(&shared.metrics),
@@ -272,7 +278,9 @@ impl Gateway {
             Upstream::Url(uri) => {
                 let headers = headers::upstream_request_headers(&parts.headers);
                 let response = self
-                    .client
+                    .clients
+                    .get(&route.limits.connect_timeout)
+                    .expect("serve() builds a client for every route's connect timeout")
                     .post(
                         uri,
                         headers,
@@ -286,6 +294,17 @@ impl Gateway {
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default();
+                if let Some(encoding) = response
+                    .headers()
+                    .get(header::CONTENT_ENCODING)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|e| !e.eq_ignore_ascii_case("identity"))
+                {
+                    return Err(Failure::new(
+                        ErrorCode::UpstreamMalformed,
+                        format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
+                    ));
+                }
                 if content_type.starts_with(AGUI_PROTO) {
                     return Err(Failure::new(
                         ErrorCode::UpstreamMalformed,
