@@ -45,6 +45,10 @@ pub enum ErrorCode {
     UpstreamMalformed,
     /// One upstream event exceeded the size limit.
     UpstreamEventTooLarge,
+    /// Tool arguments could not be assembled within the limits.
+    InvalidToolArgs,
+    /// The upstream opened more entities, or longer ids, than a run may hold.
+    UpstreamLimitExceeded,
     /// The gateway is shutting down and ended the stream.
     GatewayShutdown,
     /// The route asks for a translation this build does not have.
@@ -76,6 +80,8 @@ impl ErrorCode {
             ErrorCode::UpstreamTruncated => "UPSTREAM_TRUNCATED",
             ErrorCode::UpstreamMalformed => "UPSTREAM_MALFORMED",
             ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
+            ErrorCode::InvalidToolArgs => "INVALID_TOOL_ARGS",
+            ErrorCode::UpstreamLimitExceeded => "UPSTREAM_LIMIT_EXCEEDED",
             ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
             ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
         }
@@ -94,7 +100,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamIdleTimeout
             | ErrorCode::UpstreamTruncated
             | ErrorCode::UpstreamMalformed
-            | ErrorCode::UpstreamEventTooLarge => Fault::Upstream,
+            | ErrorCode::UpstreamEventTooLarge
+            | ErrorCode::InvalidToolArgs
+            | ErrorCode::UpstreamLimitExceeded => Fault::Upstream,
             ErrorCode::GatewayShutdown | ErrorCode::NotImplemented => Fault::Gateway,
         }
     }
@@ -111,7 +119,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamTruncated
             | ErrorCode::UpstreamMalformed
-            | ErrorCode::UpstreamEventTooLarge => StatusCode::BAD_GATEWAY,
+            | ErrorCode::UpstreamEventTooLarge
+            | ErrorCode::InvalidToolArgs
+            | ErrorCode::UpstreamLimitExceeded => StatusCode::BAD_GATEWAY,
             ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -170,6 +180,8 @@ mod tests {
         ErrorCode::UpstreamTruncated,
         ErrorCode::UpstreamMalformed,
         ErrorCode::UpstreamEventTooLarge,
+        ErrorCode::InvalidToolArgs,
+        ErrorCode::UpstreamLimitExceeded,
         ErrorCode::GatewayShutdown,
         ErrorCode::NotImplemented,
     ];

@@ -8,6 +8,8 @@
 //!   frontend-tool turn answered in a second run on the same agent.
 //! - `every_fixture_through_gateway_is_clean`: each hand-written vendor stream of
 //!   `tests/fixtures/agui-agui/` served by a scripted upstream, through its own gateway.
+//! - `random_streams_after_translation_pass_the_real_client`: random vendor streams after the
+//!   gateway's pipeline, checked offline by both real clients.
 //!
 //! The Node and Python dependencies are installed on first use (once per test binary) when they
 //! are missing; a failed install fails the tests, they are never skipped. Scratch files (request
@@ -896,4 +898,60 @@ fn every_fixture_through_gateway_is_clean() {
             report.join("\n\n")
         );
     }
+}
+
+/// Random vendor streams (`support::random`, the generator `tests/robustness.rs` runs thousands
+/// of times against the Rust checker) translated by the gateway's pipeline: a sample goes to the
+/// real client and the Python SDK, so the checker and the real thing are seen to agree.
+#[test]
+fn random_streams_after_translation_pass_the_real_client() {
+    use dialect_proxy::dialect::Dialect;
+    use dialect_proxy::translate::pipeline::translate_all;
+    use dialect_proxy::translate::{PipelineSpec, RunIds};
+    use support::random::{structured_stream, Rng};
+
+    provision();
+    let dir = scratch("random");
+    let request = dir.join("request.json");
+    write_json(
+        &request,
+        &json!({"threadId":"thread","runId":"run","messages":[],"tools":[],"context":[]}),
+    );
+    let mut rng = Rng(0x5A_4D_1E);
+    let files: Vec<PathBuf> = (0..40)
+        .map(|i| {
+            let input = structured_stream(&mut rng);
+            let ids = RunIds {
+                thread_id: "thread".into(),
+                run_id: "run".into(),
+            };
+            let spec = PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids);
+            let output = translate_all(spec, input.as_bytes()).expect("ag-ui → ag-ui is built");
+            let path = dir.join(format!("{i}.sse"));
+            std::fs::write(dir.join(format!("{i}.in.sse")), &input).unwrap();
+            std::fs::write(&path, &output).unwrap();
+            path
+        })
+        .collect();
+    let queue = Mutex::new(files.into_iter().collect::<VecDeque<_>>());
+    let failures = Mutex::new(Vec::<String>::new());
+    thread::scope(|scope| {
+        for _ in 0..FIXTURE_WORKERS {
+            scope.spawn(|| loop {
+                let Some(file) = queue.lock().unwrap().pop_front() else {
+                    return;
+                };
+                let problems = validate_capture(&file, Some(&request));
+                failures.lock().unwrap().extend(problems);
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} problem(s) (inputs beside the outputs in {}):\n{}",
+        failures.len(),
+        dir.display(),
+        failures.join("\n")
+    );
 }

@@ -4,6 +4,8 @@
 //! legal 1.0 run in canonical framing. Request bodies get the same treatment and must either
 //! parse or be refused with `INVALID_REQUEST`.
 
+mod support;
+
 use std::path::Path;
 
 use bytes::BytesMut;
@@ -14,22 +16,7 @@ use dialect_proxy::event::Event;
 use dialect_proxy::mapping::AguiAliases;
 use dialect_proxy::translate::verify::verify_run;
 use dialect_proxy::translate::{Pipeline, PipelineSpec, RunIds};
-
-/// xorshift64: deterministic, so a failure reproduces with the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use support::random::{structured_stream, Rng};
 
 const INTERESTING: &[&[u8]] = &[
     b"\n",
@@ -214,4 +201,16 @@ fn mutated_requests_parse_or_are_refused() {
         refused > 100,
         "mutations should break many requests ({refused})"
     );
+}
+
+/// Structured random streams (see `support::random`): whatever comes out must satisfy the 1.0
+/// client's rules. `tests/real_client.rs` feeds a sample of the same streams to the real client.
+#[test]
+fn random_structured_streams_satisfy_the_client_rules() {
+    let mut rng = Rng(0xA6_01);
+    for round in 0..4000 {
+        let input = structured_stream(&mut rng);
+        let output = run(input.as_bytes(), &mut rng, 1 << 20);
+        assert_ends_well(&output, &format!("structured round {round}\n{input}"));
+    }
 }

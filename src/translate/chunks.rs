@@ -28,6 +28,9 @@ struct Stream {
     id: String,
 }
 
+/// Chunk streams open at once (one per lane).
+const MAX_LANES: usize = 256;
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct ChunkExpander {
@@ -138,6 +141,12 @@ impl ChunkExpander {
             return Some(id);
         }
         self.close_lane(&lane, out);
+        if self.open.len() >= MAX_LANES {
+            // Lanes are subagent ids the upstream chooses: keep their number bounded by
+            // closing the oldest open stream.
+            let oldest = self.open.remove(0);
+            out.push(end_event(oldest));
+        }
         let (id, event) = start(id, lane_base(&lane))?;
         out.push(event);
         self.open.push(Stream {

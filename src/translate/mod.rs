@@ -90,6 +90,8 @@ pub enum Rule {
     SystemException,
     Outcome,
     MultiObjectData,
+    /// A `subagentRunId` or parent reference rewritten to satisfy the attribution rules.
+    Attribution,
 }
 
 impl Rule {
@@ -117,6 +119,7 @@ impl Rule {
             Rule::SystemException => "system_exception",
             Rule::Outcome => "outcome",
             Rule::MultiObjectData => "multi_object_data",
+            Rule::Attribution => "attribution",
         }
     }
 }
@@ -136,6 +139,10 @@ pub enum DropKind {
     Orphan,
     /// `data: [DONE]` and other end markers.
     EndMarker,
+    /// A payload that is JSON but not an object.
+    NotAnObject,
+    /// Information that could not be carried over intact (a repair that loses detail).
+    Lossy,
 }
 
 impl DropKind {
@@ -147,6 +154,8 @@ impl DropKind {
             DropKind::DuplicateStart => "duplicate_start",
             DropKind::Orphan => "orphan",
             DropKind::EndMarker => "end_marker",
+            DropKind::NotAnObject => "not_an_object",
+            DropKind::Lossy => "lossy",
         }
     }
 }

@@ -5,15 +5,33 @@
 //! request's), every text message, tool call, reasoning message and span, step and subagent
 //! closed before `RUN_FINISHED`, exactly one terminal event, and nothing after it. Upstream end
 //! without a terminal and upstream failure become `RUN_ERROR` with a gateway code.
+//!
+//! It also keeps the 1.0 client's attribution rules (`agui.md` §5.2): an event that continues
+//! or closes an entity carries its opener's `subagentRunId`; steps are tracked per subagent
+//! lane; a subagent id is used once; a tool call's `parentMessageId` names an assistant message
+//! of the same lane or is dropped; run-level events carry no `subagentRunId`.
+//!
+//! Memory is bounded: at most [`MAX_OPEN_ENTITIES`] open entities with ids of at most
+//! [`MAX_ID_BYTES`] (beyond: `UPSTREAM_LIMIT_EXCEEDED`), and at most [`MAX_TRACKED_IDS`]
+//! remembered message and subagent ids (beyond, checks that need them degrade, never fail).
+
+use std::collections::HashMap;
 
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
+    Event, EventBase, Message, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
     RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd, TextMessageStart,
-    ToolCallEnd, PROTOCOL_VERSION,
+    TextRole, ToolCallEnd, PROTOCOL_VERSION,
 };
 
 use super::{DropKind, Note, Rule, RunIds};
+
+/// Entities open at once in one run.
+pub const MAX_OPEN_ENTITIES: usize = 1024;
+/// Longest id (message, tool call, step name, …) the guard accepts.
+pub const MAX_ID_BYTES: usize = 4096;
+/// Message and subagent ids remembered per run for the attribution checks.
+pub const MAX_TRACKED_IDS: usize = 8192;
 
 /// One input to the sequencer.
 // Inputs are consumed at once, never stored: boxing the event would cost an allocation per event.
@@ -47,10 +65,23 @@ struct Open {
     lane: Option<String>,
 }
 
-impl Open {
-    fn is(&self, kind: Kind, id: &str, lane: &Option<String>) -> bool {
-        self.kind == kind && self.id == id && (kind != Kind::Step || self.lane == *lane)
-    }
+/// The client's id namespaces for attribution: text messages (with tool results), and
+/// reasoning (spans and messages together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Message,
+    Reasoning,
+    Tool,
+}
+
+/// What the client remembers of an id for the rest of the run.
+#[derive(Debug)]
+struct Owner {
+    lane: Option<String>,
+    /// The id names an assistant text message (a valid `parentMessageId`).
+    assistant: bool,
+    /// For tool calls: the tool's name (a reused id must keep it).
+    name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,8 +100,14 @@ pub struct RunSequencer {
     phase: Phase,
     /// Open entities in opening order; closing walks it backwards (innermost first).
     open: Vec<Open>,
-    /// The `subagentRunId` of the event being sequenced.
-    lane: Option<String>,
+    /// Text message and tool-result ids of the run, and who owns them.
+    messages: HashMap<String, Owner>,
+    /// Reasoning span and message ids of the run (one namespace in the client), and owners.
+    reasoning: HashMap<String, Owner>,
+    /// Tool call ids of the run and their owners.
+    tools: HashMap<String, Owner>,
+    /// Subagents that have finished: their ids cannot be used again.
+    finished_subagents: Vec<String>,
 }
 
 impl RunSequencer {
@@ -80,7 +117,10 @@ impl RunSequencer {
             keep_upstream_run_ids: false,
             phase: Phase::NotStarted,
             open: Vec::new(),
-            lane: None,
+            messages: HashMap::new(),
+            reasoning: HashMap::new(),
+            tools: HashMap::new(),
+            finished_subagents: Vec::new(),
         }
     }
 
@@ -128,38 +168,120 @@ impl RunSequencer {
         self.event(Event::RunError(error), out, notes);
     }
 
-    fn is_open(&self, kind: Kind, id: &str) -> bool {
-        self.open.iter().any(|o| o.is(kind, id, &self.lane))
+    /// The open entity `(kind, id)` (steps: in `lane`).
+    fn find(&self, kind: Kind, id: &str, lane: &Option<String>) -> Option<usize> {
+        self.open
+            .iter()
+            .rposition(|o| o.kind == kind && o.id == id && (kind != Kind::Step || o.lane == *lane))
     }
 
-    /// Marks an entity open in the current lane.
-    fn push_open(&mut self, kind: Kind, id: &str) {
+    /// Opens an entity in `lane`; false when the event must not pass (a duplicate start, or
+    /// a limit reached, which ends the run).
+    fn open(
+        &mut self,
+        kind: Kind,
+        id: &str,
+        lane: &Option<String>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> bool {
+        if self.find(kind, id, lane).is_some() {
+            notes.push(Note::Dropped(DropKind::DuplicateStart));
+            return false;
+        }
+        if self.open.len() >= MAX_OPEN_ENTITIES || id.len() > MAX_ID_BYTES {
+            let problem = format!(
+                "the upstream opened more than {MAX_OPEN_ENTITIES} entities at once, or an id longer than {MAX_ID_BYTES} bytes"
+            );
+            self.fail(
+                Failure::new(ErrorCode::UpstreamLimitExceeded, problem),
+                out,
+                notes,
+            );
+            return false;
+        }
         self.open.push(Open {
             kind,
             id: id.to_string(),
-            lane: self.lane.clone(),
+            lane: lane.clone(),
         });
+        true
     }
 
-    /// Removes an open entity; false when it was not open.
-    fn close(&mut self, kind: Kind, id: &str) -> bool {
-        match self.open.iter().rposition(|o| o.is(kind, id, &self.lane)) {
+    /// Closes an open entity; the event is re-attributed to its opener. False (and noted) when
+    /// nothing was open.
+    fn close(&mut self, kind: Kind, id: &str, base: &mut EventBase, notes: &mut Vec<Note>) -> bool {
+        match self.find(kind, id, &base.subagent_run_id) {
             Some(pos) => {
-                self.open.remove(pos);
+                base.subagent_run_id = self.open.remove(pos).lane;
+                true
+            }
+            None => {
+                notes.push(Note::Dropped(DropKind::Orphan));
+                false
+            }
+        }
+    }
+
+    /// For an event continuing an open entity: its opener's lane, applied to the event.
+    fn continue_open(&self, kind: Kind, id: &str, base: &mut EventBase) -> bool {
+        match self.find(kind, id, &base.subagent_run_id) {
+            Some(pos) => {
+                base.subagent_run_id.clone_from(&self.open[pos].lane);
                 true
             }
             None => false,
         }
     }
 
-    /// Opens an entity, or notes a duplicate start; true when the event should pass.
-    fn open(&mut self, kind: Kind, id: &str, notes: &mut Vec<Note>) -> bool {
-        if self.is_open(kind, id) {
-            notes.push(Note::Dropped(DropKind::DuplicateStart));
-            return false;
+    /// Remembers an id and its owner, unless it is known or the table is full.
+    fn remember(&mut self, space: Space, id: &str, lane: &Option<String>, assistant: bool) {
+        self.remember_named(space, id, lane, assistant, None);
+    }
+
+    fn remember_named(
+        &mut self,
+        space: Space,
+        id: &str,
+        lane: &Option<String>,
+        assistant: bool,
+        name: Option<&str>,
+    ) {
+        let table = self.table_mut(space);
+        if table.len() < MAX_TRACKED_IDS && !table.contains_key(id) {
+            table.insert(
+                id.to_string(),
+                Owner {
+                    lane: lane.clone(),
+                    assistant,
+                    name: name.map(str::to_owned),
+                },
+            );
         }
-        self.push_open(kind, id);
-        true
+    }
+
+    fn table(&self, space: Space) -> &HashMap<String, Owner> {
+        match space {
+            Space::Message => &self.messages,
+            Space::Reasoning => &self.reasoning,
+            Space::Tool => &self.tools,
+        }
+    }
+
+    fn table_mut(&mut self, space: Space) -> &mut HashMap<String, Owner> {
+        match space {
+            Space::Message => &mut self.messages,
+            Space::Reasoning => &mut self.reasoning,
+            Space::Tool => &mut self.tools,
+        }
+    }
+
+    /// The lane an id belongs to, when the run has seen it; `lane` otherwise.
+    fn owner_lane(&self, space: Space, id: &str, lane: &Option<String>) -> Option<String> {
+        match self.table(space).get(id) {
+            Some(owner) => owner.lane.clone(),
+            None => lane.clone(),
+        }
     }
 
     fn start_run(&mut self, out: &mut Vec<Event>) {
@@ -184,6 +306,23 @@ impl RunSequencer {
         }
     }
 
+    /// Closes open text messages, reasoning messages and tool calls (not spans, steps or
+    /// subagents, which a message snapshot does not touch).
+    fn close_streaming(&mut self, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        let mut i = self.open.len();
+        while i > 0 {
+            i -= 1;
+            if matches!(
+                self.open[i].kind,
+                Kind::Text | Kind::ReasoningMessage | Kind::Tool
+            ) {
+                let open = self.open.remove(i);
+                notes.push(Note::Fixup(Rule::UnclosedEntities));
+                out.push(closing_event(open.kind, open.id, open.lane));
+            }
+        }
+    }
+
     fn close_all(&mut self, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
         while let Some(open) = self.open.pop() {
             notes.push(Note::Fixup(Rule::UnclosedEntities));
@@ -192,7 +331,17 @@ impl RunSequencer {
     }
 
     fn event(&mut self, mut event: Event, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
-        self.lane.clone_from(&event.base().subagent_run_id);
+        if matches!(
+            event,
+            Event::RunStarted(_)
+                | Event::RunFinished(_)
+                | Event::RunError(_)
+                | Event::MessagesSnapshot(_)
+        ) && event.base_mut().subagent_run_id.take().is_some()
+        {
+            // Run-level events are never attributed to a subagent (`agui.md` §2.1).
+            notes.push(Note::Fixup(Rule::Attribution));
+        }
         if self.phase == Phase::NotStarted {
             if let Event::RunStarted(started) = &mut event {
                 self.fix_ids(&mut started.thread_id, &mut started.run_id, notes);
@@ -225,71 +374,162 @@ impl RunSequencer {
                 self.phase = Phase::Finished;
                 true
             }
-            Event::TextMessageStart(e) => self.open(Kind::Text, &e.message_id, notes),
+            Event::TextMessageStart(e) => {
+                self.own(Space::Message, &e.message_id, &mut e.base, notes);
+                let lane = e.base.subagent_run_id.clone();
+                let opened = self.open(Kind::Text, &e.message_id, &lane, out, notes);
+                if opened {
+                    let assistant = e.role == TextRole::Assistant;
+                    self.remember(Space::Message, &e.message_id, &lane, assistant);
+                }
+                opened
+            }
             Event::TextMessageContent(e) => {
-                if !self.is_open(Kind::Text, &e.message_id) {
+                if !self.continue_open(Kind::Text, &e.message_id, &mut e.base) {
                     // Content for a closed or unseen id re-opens it: 1.0 clients append to the
                     // same message.
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    self.push_open(Kind::Text, &e.message_id);
+                    let lane =
+                        self.owner_lane(Space::Message, &e.message_id, &e.base.subagent_run_id);
+                    e.base.subagent_run_id.clone_from(&lane);
+                    if !self.open(Kind::Text, &e.message_id, &lane, out, notes) {
+                        return;
+                    }
+                    self.remember(Space::Message, &e.message_id, &lane, true);
                     out.push(Event::TextMessageStart(TextMessageStart {
                         message_id: e.message_id.clone(),
                         role: Default::default(),
                         name: None,
-                        base: lane_base(&self.lane),
+                        base: lane_base(&lane),
                     }));
                 }
                 true
             }
-            Event::TextMessageEnd(e) => self.close_or_drop(Kind::Text, &e.message_id, notes),
-            Event::ToolCallStart(e) => self.open(Kind::Tool, &e.tool_call_id, notes),
+            Event::TextMessageEnd(e) => self.close(Kind::Text, &e.message_id, &mut e.base, notes),
+            Event::ToolCallStart(e) => {
+                let renamed = self
+                    .tools
+                    .get(&e.tool_call_id)
+                    .and_then(|o| o.name.as_deref());
+                if renamed.is_some_and(|name| name != e.tool_call_name) {
+                    // A reused id under another tool's name would rewrite the earlier call in the
+                    // client's history: drop the start (its arguments and end follow it out).
+                    notes.push(Note::Dropped(DropKind::DuplicateStart));
+                    return;
+                }
+                self.own(Space::Tool, &e.tool_call_id, &mut e.base, notes);
+                let lane = e.base.subagent_run_id.clone();
+                if let Some(parent) = &e.parent_message_id {
+                    // The client attaches the call to the message with that id (reasoning
+                    // messages included): it must be an assistant message of the same lane, or
+                    // the client warns or rejects. Unknown ids are fine (the client creates the
+                    // assistant message).
+                    let fits = !self.reasoning.contains_key(parent)
+                        && self
+                            .messages
+                            .get(parent)
+                            .is_none_or(|owner| owner.assistant && owner.lane == lane);
+                    if !fits {
+                        notes.push(Note::Fixup(Rule::Attribution));
+                        e.parent_message_id = None;
+                    }
+                }
+                let opened = self.open(Kind::Tool, &e.tool_call_id, &lane, out, notes);
+                if opened {
+                    let name = Some(e.tool_call_name.as_str());
+                    self.remember_named(Space::Tool, &e.tool_call_id, &lane, false, name);
+                }
+                opened
+            }
             Event::ToolCallArgs(e) => {
-                let open = self.is_open(Kind::Tool, &e.tool_call_id);
+                let open = self.continue_open(Kind::Tool, &e.tool_call_id, &mut e.base);
                 if !open {
                     notes.push(Note::Dropped(DropKind::Orphan));
                 }
                 open
             }
-            Event::ToolCallEnd(e) => self.close_or_drop(Kind::Tool, &e.tool_call_id, notes),
+            Event::ToolCallEnd(e) => self.close(Kind::Tool, &e.tool_call_id, &mut e.base, notes),
             Event::ToolCallResult(e) => {
-                if self.close(Kind::Tool, &e.tool_call_id) {
+                if let Some(pos) = self.find(Kind::Tool, &e.tool_call_id, &None) {
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    out.push(closing_event(
-                        Kind::Tool,
-                        e.tool_call_id.clone(),
-                        self.lane.clone(),
-                    ));
+                    let opener = self.open.remove(pos);
+                    out.push(closing_event(Kind::Tool, opener.id, opener.lane));
                 }
+                self.own(Space::Message, &e.message_id, &mut e.base, notes);
+                let lane = e.base.subagent_run_id.clone();
+                self.remember(Space::Message, &e.message_id, &lane, false);
                 true
             }
-            Event::StepStarted(e) => self.open(Kind::Step, &e.step_name, notes),
-            Event::StepFinished(e) => self.close_or_drop(Kind::Step, &e.step_name, notes),
-            Event::ReasoningStart(e) => self.open(Kind::ReasoningSpan, &e.message_id, notes),
-            Event::ReasoningEnd(e) => self.close_or_drop(Kind::ReasoningSpan, &e.message_id, notes),
+            Event::StepStarted(e) => {
+                let lane = e.base.subagent_run_id.clone();
+                self.open(Kind::Step, &e.step_name, &lane, out, notes)
+            }
+            Event::StepFinished(e) => self.close(Kind::Step, &e.step_name, &mut e.base, notes),
+            Event::ReasoningStart(e) => {
+                self.own(Space::Reasoning, &e.message_id, &mut e.base, notes);
+                let lane = e.base.subagent_run_id.clone();
+                let opened = self.open(Kind::ReasoningSpan, &e.message_id, &lane, out, notes);
+                if opened {
+                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
+                }
+                opened
+            }
+            Event::ReasoningEnd(e) => {
+                self.close(Kind::ReasoningSpan, &e.message_id, &mut e.base, notes)
+            }
             Event::ReasoningMessageStart(e) => {
-                self.open(Kind::ReasoningMessage, &e.message_id, notes)
+                self.own(Space::Reasoning, &e.message_id, &mut e.base, notes);
+                let lane = e.base.subagent_run_id.clone();
+                let opened = self.open(Kind::ReasoningMessage, &e.message_id, &lane, out, notes);
+                if opened {
+                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
+                }
+                opened
             }
             Event::ReasoningMessageContent(e) => {
-                if !self.is_open(Kind::ReasoningMessage, &e.message_id) {
+                if !self.continue_open(Kind::ReasoningMessage, &e.message_id, &mut e.base) {
                     notes.push(Note::Fixup(Rule::OutOfOrder));
-                    self.push_open(Kind::ReasoningMessage, &e.message_id);
+                    let lane =
+                        self.owner_lane(Space::Reasoning, &e.message_id, &e.base.subagent_run_id);
+                    e.base.subagent_run_id.clone_from(&lane);
+                    if !self.open(Kind::ReasoningMessage, &e.message_id, &lane, out, notes) {
+                        return;
+                    }
+                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
                     out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
                         message_id: e.message_id.clone(),
                         role: Default::default(),
-                        base: lane_base(&self.lane),
+                        base: lane_base(&lane),
                     }));
                 }
                 true
             }
             Event::ReasoningMessageEnd(e) => {
-                self.close_or_drop(Kind::ReasoningMessage, &e.message_id, notes)
+                self.close(Kind::ReasoningMessage, &e.message_id, &mut e.base, notes)
             }
-            Event::SubagentStarted(e) => self.open(Kind::Subagent, &e.subagent_run_id, notes),
+            Event::SubagentStarted(e) => {
+                // Subagent ids are single-use, and a parent must be one the run has seen.
+                if self.finished_subagents.contains(&e.subagent_run_id) {
+                    notes.push(Note::Dropped(DropKind::DuplicateStart));
+                    return;
+                }
+                if let Some(parent) = &e.parent_subagent_run_id {
+                    let known = self.find(Kind::Subagent, parent, &None).is_some()
+                        || self.finished_subagents.contains(parent);
+                    if !known {
+                        notes.push(Note::Fixup(Rule::Attribution));
+                        e.parent_subagent_run_id = None;
+                    }
+                }
+                self.open(Kind::Subagent, &e.subagent_run_id, &None, out, notes)
+            }
             Event::SubagentFinished(e) => {
-                self.close_or_drop(Kind::Subagent, &e.subagent_run_id, notes)
+                let id = e.subagent_run_id.clone();
+                self.finish_subagent(id, &mut e.base, notes)
             }
             Event::SubagentError(e) => {
-                self.close_or_drop(Kind::Subagent, &e.subagent_run_id, notes)
+                let id = e.subagent_run_id.clone();
+                self.finish_subagent(id, &mut e.base, notes)
             }
             // Readers expand chunks; one that slips through cannot be sent to a 1.0 client.
             Event::TextMessageChunk(_)
@@ -298,9 +538,29 @@ impl RunSequencer {
                 notes.push(Note::Dropped(DropKind::InvalidEvent));
                 false
             }
+            Event::MessagesSnapshot(snapshot) => {
+                // The client replaces its message list: messages and calls still streaming
+                // would vanish under their next event, so they end here (a later event for one
+                // of them re-opens it), and the snapshot's ids take owners like any message.
+                self.close_streaming(out, notes);
+                for message in &snapshot.messages {
+                    let (space, id, lane, assistant) = message_owner(message);
+                    let lane = lane.cloned();
+                    // A snapshot re-declares owners, as the client does.
+                    self.table_mut(space).remove(id);
+                    self.remember(space, id, &lane, assistant);
+                    if let Message::Assistant(m) = message {
+                        for call in m.tool_calls.iter().flatten() {
+                            let name = Some(call.function.name.as_str());
+                            self.tools.remove(&call.id);
+                            self.remember_named(Space::Tool, &call.id, &lane, false, name);
+                        }
+                    }
+                }
+                true
+            }
             Event::StateSnapshot(_)
             | Event::StateDelta(_)
-            | Event::MessagesSnapshot(_)
             | Event::ActivitySnapshot(_)
             | Event::ActivityDelta(_)
             | Event::ReasoningEncryptedValue(_)
@@ -312,12 +572,37 @@ impl RunSequencer {
         }
     }
 
-    fn close_or_drop(&mut self, kind: Kind, id: &str, notes: &mut Vec<Note>) -> bool {
-        let closed = self.close(kind, id);
-        if !closed {
-            notes.push(Note::Dropped(DropKind::Orphan));
+    /// A start for a message id the run already knows takes that id's owner lane: the client
+    /// keeps the first owner of an id for the whole run.
+    fn own(&self, space: Space, id: &str, base: &mut EventBase, notes: &mut Vec<Note>) {
+        if let Some(owner) = self.table(space).get(id) {
+            if owner.lane != base.subagent_run_id {
+                notes.push(Note::Fixup(Rule::Attribution));
+                base.subagent_run_id.clone_from(&owner.lane);
+            }
+        }
+    }
+
+    fn finish_subagent(&mut self, id: String, base: &mut EventBase, notes: &mut Vec<Note>) -> bool {
+        let closed = self.close(Kind::Subagent, &id, base, notes);
+        if closed && self.finished_subagents.len() < MAX_TRACKED_IDS {
+            self.finished_subagents.push(id);
         }
         closed
+    }
+}
+
+/// The namespace, id, owner lane and assistant-ness of a snapshot message.
+fn message_owner(message: &Message) -> (Space, &str, Option<&String>, bool) {
+    match message {
+        Message::Assistant(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), true),
+        Message::Developer(m) | Message::System(m) => {
+            (Space::Message, &m.id, m.subagent_run_id.as_ref(), false)
+        }
+        Message::User(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
+        Message::Tool(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
+        Message::Activity(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
+        Message::Reasoning(m) => (Space::Reasoning, &m.id, m.subagent_run_id.as_ref(), false),
     }
 }
 
@@ -330,10 +615,7 @@ fn lane_base(lane: &Option<String>) -> EventBase {
 
 /// The event that closes an open entity, attributed to the opener's lane.
 fn closing_event(kind: Kind, id: String, lane: Option<String>) -> Event {
-    let base = EventBase {
-        subagent_run_id: lane,
-        ..EventBase::default()
-    };
+    let base = lane_base(&lane);
     match kind {
         Kind::Text => Event::TextMessageEnd(TextMessageEnd {
             message_id: id,
@@ -355,11 +637,12 @@ fn closing_event(kind: Kind, id: String, lane: Option<String>) -> Event {
             step_name: id,
             base,
         }),
+        // A subagent's own id is its own field; its lane tag stays empty.
         Kind::Subagent => Event::SubagentFinished(SubagentFinished {
             subagent_run_id: id,
             result: None,
             outcome: None,
-            base,
+            base: EventBase::default(),
         }),
     }
 }

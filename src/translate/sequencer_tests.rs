@@ -305,3 +305,109 @@ fn arbitrary_sequences_come_out_legal() {
         assert!(seq.is_finished());
     }
 }
+
+#[test]
+fn continuations_and_closes_carry_the_opener_lane() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r","subagentRunId":"x"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"a"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"1","subagentRunId":"b"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"2"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"b"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","subagentRunId":"a"}),
+        json!({"type":"TOOL_CALL_RESULT","messageId":"t0","toolCallId":"c","content":"ok","subagentRunId":"b"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"3","subagentRunId":"b"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","subagentRunId":"x"}),
+    ]));
+    assert!(
+        out[0].get("subagentRunId").is_none(),
+        "run events are never attributed"
+    );
+    for i in [2, 3, 4] {
+        assert_eq!(out[i]["subagentRunId"], "a", "event {i}: {}", out[i]);
+    }
+    assert_eq!(
+        out[6],
+        json!({"type":"TOOL_CALL_END","toolCallId":"c","subagentRunId":"a"})
+    );
+    // Re-opening a closed message keeps its first owner.
+    assert_eq!(out[8]["type"], "TEXT_MESSAGE_START");
+    assert_eq!(out[8]["subagentRunId"], "a");
+    assert_eq!(out[9]["subagentRunId"], "a");
+    assert!(out.last().unwrap().get("subagentRunId").is_none());
+}
+
+#[test]
+fn subagent_ids_are_single_use_and_parents_must_exist() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}),
+        json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"again"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"b","parentSubagentRunId":"ghost"}),
+        json!({"type":"SUBAGENT_STARTED","subagentRunId":"s3","name":"c","parentSubagentRunId":"s1"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    let starts: Vec<_> = out
+        .iter()
+        .filter(|e| e["type"] == "SUBAGENT_STARTED")
+        .collect();
+    assert_eq!(starts.len(), 3);
+    assert!(
+        starts[1].get("parentSubagentRunId").is_none(),
+        "unknown parent dropped"
+    );
+    assert_eq!(
+        starts[2]["parentSubagentRunId"], "s1",
+        "a finished parent is known"
+    );
+}
+
+#[test]
+fn a_tool_calls_parent_must_be_an_assistant_message_of_its_lane() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"u","role":"user"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"a"}),
+        json!({"type":"REASONING_MESSAGE_START","messageId":"rm","role":"reasoning"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"u"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"f","parentMessageId":"rm"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c3","toolCallName":"f","parentMessageId":"a","subagentRunId":"s"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c4","toolCallName":"f","parentMessageId":"a"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c5","toolCallName":"f","parentMessageId":"unseen"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]));
+    let parent = |id: &str| {
+        out.iter()
+            .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == id)
+            .map(|e| e.get("parentMessageId").cloned())
+            .unwrap()
+    };
+    assert_eq!(parent("c1"), None, "a user message is no parent");
+    assert_eq!(parent("c2"), None, "a reasoning message is no parent");
+    assert_eq!(parent("c3"), None, "another lane's message is no parent");
+    assert_eq!(parent("c4"), Some(json!("a")));
+    assert_eq!(
+        parent("c5"),
+        Some(json!("unseen")),
+        "unknown ids are the client's to create"
+    );
+}
+
+#[test]
+fn too_many_open_entities_or_huge_ids_end_the_run() {
+    let mut inputs = vec![json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})];
+    for i in 0..=MAX_OPEN_ENTITIES {
+        inputs.push(json!({"type":"STEP_STARTED","stepName": format!("s{i}")}));
+    }
+    let out = run(events(inputs));
+    assert_eq!(out.len(), MAX_OPEN_ENTITIES + 2);
+    assert_eq!(out.last().unwrap()["code"], "UPSTREAM_LIMIT_EXCEEDED");
+
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId": "m".repeat(MAX_ID_BYTES + 1)}),
+    ]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert_eq!(out[1]["code"], "UPSTREAM_LIMIT_EXCEEDED");
+}

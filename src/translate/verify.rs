@@ -1,8 +1,18 @@
-//! A checker for the sequence rules of `@ag-ui/client` 1.0 (`agui.md` §5.2) plus the rule the
-//! client does not check itself: exactly one terminal event, last. Used by tests to prove the
-//! sequencer's guarantee on any input, and handy when debugging a recorded stream.
+//! A checker for the rules `@ag-ui/client` 1.0 enforces on a stream (`agui.md` §1, §5.2), plus
+//! the one it does not check itself: exactly one terminal event, last. Tests use it to prove the
+//! sequencer's guarantee on any input; it is also handy when debugging a recorded stream.
+//!
+//! Checked: `RUN_STARTED` first; one terminal, last; starts, continuations and ends of text
+//! messages, tool calls, reasoning messages and spans, steps (per subagent lane) and subagents;
+//! nothing open at `RUN_FINISHED`; no chunks; attribution (an event's `subagentRunId`, when
+//! present, matches the owner of the id it refers to, for the whole run); no `subagentRunId` on
+//! run-level events; single-use subagent ids and known parents; a tool call's
+//! `parentMessageId` naming an assistant message of its lane; valid JSON pointers; timestamps
+//! within the JavaScript safe-integer range.
 
-use crate::event::Event;
+use std::collections::HashMap;
+
+use crate::event::{Event, JsonPatchOp, TextRole};
 
 /// Why a stream is not a legal single 1.0 run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,40 +22,178 @@ pub struct Violation {
     pub problem: String,
 }
 
-/// Checks one run: `RUN_STARTED` first, one terminal event last, every entity opened before it
-/// is continued or closed and closed before `RUN_FINISHED`, no duplicate starts, no chunks.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// RFC 6901 as the 1.0 schema writes it: `^(/([^/~]|~[01])*)*$`.
+fn valid_pointer(p: &str) -> bool {
+    if p.is_empty() {
+        return true;
+    }
+    let b = p.as_bytes();
+    b[0] == b'/' && (0..b.len()).all(|i| b[i] != b'~' || matches!(b.get(i + 1), Some(b'0' | b'1')))
+}
+
+fn patch_problem(ops: &[JsonPatchOp]) -> Option<String> {
+    ops.iter()
+        .flat_map(|op| std::iter::once(&op.path).chain(op.from.as_ref()))
+        .find(|p| !valid_pointer(p))
+        .map(|p| format!("invalid JSON pointer {p:?}"))
+}
+
+/// Checks one run; see the module docs.
 pub fn verify_run(events: &[Event]) -> Result<(), Violation> {
     let fail = |index: usize, problem: String| Err(Violation { index, problem });
     if !matches!(events.first(), Some(Event::RunStarted(_))) {
         return fail(0, "the first event must be RUN_STARTED".into());
     }
-    // (kind, id, lane): the 1.0 client keys steps by subagent lane, everything else globally.
+    // Open entities: (kind, id, step lane).
     let mut open: Vec<(&str, &str, Option<&str>)> = Vec::new();
+    // Owner lane of every id seen, per kind group, for the whole run.
+    let mut owners: HashMap<(&str, &str), Option<&str>> = HashMap::new();
+    // Text message ids that are assistant messages.
+    let mut assistant: HashMap<&str, bool> = HashMap::new();
+    let mut subagents_done: Vec<&str> = Vec::new();
     for (i, e) in events.iter().enumerate() {
         if e.is_terminal() != (i + 1 == events.len()) {
             return fail(i, "exactly one terminal event, and it must be last".into());
         }
-        let (kind, id, opens) = match e {
-            Event::TextMessageStart(x) => ("text message", x.message_id.as_str(), Some(true)),
-            Event::TextMessageEnd(x) => ("text message", x.message_id.as_str(), Some(false)),
-            Event::TextMessageContent(x) => ("text message", x.message_id.as_str(), None),
-            Event::ToolCallStart(x) => ("tool call", x.tool_call_id.as_str(), Some(true)),
-            Event::ToolCallEnd(x) => ("tool call", x.tool_call_id.as_str(), Some(false)),
-            Event::ToolCallArgs(x) => ("tool call", x.tool_call_id.as_str(), None),
-            Event::StepStarted(x) => ("step", x.step_name.as_str(), Some(true)),
-            Event::StepFinished(x) => ("step", x.step_name.as_str(), Some(false)),
-            Event::ReasoningStart(x) => ("reasoning span", x.message_id.as_str(), Some(true)),
-            Event::ReasoningEnd(x) => ("reasoning span", x.message_id.as_str(), Some(false)),
-            Event::ReasoningMessageStart(x) => {
-                ("reasoning message", x.message_id.as_str(), Some(true))
+        let base = e.base();
+        let lane = base.subagent_run_id.as_deref();
+        if base
+            .timestamp
+            .is_some_and(|t| !(0..=MAX_SAFE_INTEGER).contains(&t))
+        {
+            return fail(i, "timestamp outside the safe integer range".into());
+        }
+        if lane.is_some()
+            && matches!(
+                e,
+                Event::RunStarted(_)
+                    | Event::RunFinished(_)
+                    | Event::RunError(_)
+                    | Event::MessagesSnapshot(_)
+            )
+        {
+            return fail(i, "a run-level event carries subagentRunId".into());
+        }
+        // (kind, owner group, id, opens?) for entity events.
+        let (kind, group, id, opens) = match e {
+            Event::TextMessageStart(x) => {
+                assistant
+                    .entry(&x.message_id)
+                    .or_insert(x.role == TextRole::Assistant);
+                ("text message", "message", x.message_id.as_str(), Some(true))
             }
-            Event::ReasoningMessageEnd(x) => {
-                ("reasoning message", x.message_id.as_str(), Some(false))
+            Event::TextMessageEnd(x) => (
+                "text message",
+                "message",
+                x.message_id.as_str(),
+                Some(false),
+            ),
+            Event::TextMessageContent(x) => {
+                ("text message", "message", x.message_id.as_str(), None)
             }
-            Event::ReasoningMessageContent(x) => ("reasoning message", x.message_id.as_str(), None),
-            Event::SubagentStarted(x) => ("subagent", x.subagent_run_id.as_str(), Some(true)),
-            Event::SubagentFinished(x) => ("subagent", x.subagent_run_id.as_str(), Some(false)),
-            Event::SubagentError(x) => ("subagent", x.subagent_run_id.as_str(), Some(false)),
+            Event::ToolCallStart(x) => {
+                if let Some(parent) = x.parent_message_id.as_deref() {
+                    if let Some(owner) = owners.get(&("message", parent)) {
+                        let is_assistant = assistant.get(parent).copied().unwrap_or(false);
+                        // The call's owner: its tag, else the owner of a reused id.
+                        let call_lane = lane.or(owners
+                            .get(&("tool", x.tool_call_id.as_str()))
+                            .copied()
+                            .flatten());
+                        if !is_assistant || (call_lane.is_some() && *owner != call_lane) {
+                            return fail(i, format!("parentMessageId {parent:?} is not an assistant message of this lane"));
+                        }
+                    }
+                }
+                ("tool call", "tool", x.tool_call_id.as_str(), Some(true))
+            }
+            Event::ToolCallEnd(x) => ("tool call", "tool", x.tool_call_id.as_str(), Some(false)),
+            Event::ToolCallArgs(x) => ("tool call", "tool", x.tool_call_id.as_str(), None),
+            Event::ToolCallResult(x) => {
+                owners
+                    .entry(("message", x.message_id.as_str()))
+                    .or_insert(lane);
+                assistant.entry(&x.message_id).or_insert(false);
+                continue;
+            }
+            Event::StepStarted(x) => ("step", "step", x.step_name.as_str(), Some(true)),
+            Event::StepFinished(x) => ("step", "step", x.step_name.as_str(), Some(false)),
+            Event::ReasoningStart(x) => (
+                "reasoning span",
+                "reasoning",
+                x.message_id.as_str(),
+                Some(true),
+            ),
+            Event::ReasoningEnd(x) => (
+                "reasoning span",
+                "reasoning",
+                x.message_id.as_str(),
+                Some(false),
+            ),
+            Event::ReasoningMessageStart(x) => (
+                "reasoning message",
+                "reasoning",
+                x.message_id.as_str(),
+                Some(true),
+            ),
+            Event::ReasoningMessageEnd(x) => (
+                "reasoning message",
+                "reasoning",
+                x.message_id.as_str(),
+                Some(false),
+            ),
+            Event::ReasoningMessageContent(x) => (
+                "reasoning message",
+                "reasoning",
+                x.message_id.as_str(),
+                None,
+            ),
+            Event::SubagentStarted(x) => {
+                if subagents_done.contains(&x.subagent_run_id.as_str()) {
+                    return fail(i, format!("subagent {:?} reused", x.subagent_run_id));
+                }
+                if let Some(parent) = x.parent_subagent_run_id.as_deref() {
+                    let known = subagents_done.contains(&parent)
+                        || open.contains(&("subagent", parent, None));
+                    if !known {
+                        return fail(i, format!("unknown parentSubagentRunId {parent:?}"));
+                    }
+                }
+                (
+                    "subagent",
+                    "subagent",
+                    x.subagent_run_id.as_str(),
+                    Some(true),
+                )
+            }
+            Event::SubagentFinished(x) => {
+                subagents_done.push(&x.subagent_run_id);
+                (
+                    "subagent",
+                    "subagent",
+                    x.subagent_run_id.as_str(),
+                    Some(false),
+                )
+            }
+            Event::SubagentError(x) => {
+                subagents_done.push(&x.subagent_run_id);
+                (
+                    "subagent",
+                    "subagent",
+                    x.subagent_run_id.as_str(),
+                    Some(false),
+                )
+            }
+            Event::StateDelta(x) => match patch_problem(&x.delta) {
+                Some(p) => return fail(i, p),
+                None => continue,
+            },
+            Event::ActivityDelta(x) => match patch_problem(&x.patch) {
+                Some(p) => return fail(i, p),
+                None => continue,
+            },
             Event::RunStarted(_) if i > 0 => return fail(i, "a second RUN_STARTED".into()),
             Event::RunFinished(_) if !open.is_empty() => {
                 return fail(i, format!("RUN_FINISHED while still open: {open:?}"))
@@ -55,12 +203,17 @@ pub fn verify_run(events: &[Event]) -> Result<(), Violation> {
             | Event::ReasoningMessageChunk(_) => return fail(i, "chunks must be expanded".into()),
             _ => continue,
         };
-        let lane = if kind == "step" {
-            e.base().subagent_run_id.as_deref()
-        } else {
-            None
-        };
-        let key = (kind, id, lane);
+        // Attribution: a tag, when present, must match the id's first owner (steps are lanes).
+        if kind != "step" && kind != "subagent" {
+            let owner = *owners.entry((group, id)).or_insert(lane);
+            if lane.is_some() && lane != owner {
+                return fail(
+                    i,
+                    format!("{kind} {id:?} belongs to {owner:?}, not {lane:?}"),
+                );
+            }
+        }
+        let key = (kind, id, if kind == "step" { lane } else { None });
         match opens {
             Some(true) if open.contains(&key) => {
                 return fail(i, format!("{kind} {id:?} is already open"))
@@ -125,6 +278,42 @@ mod tests {
             vec![
                 start.clone(),
                 json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+                finish.clone(),
+            ],
+            // Attribution: content tagged with another lane than its opener.
+            vec![
+                start.clone(),
+                json!({"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"a"}),
+                json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"b"}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"STATE_DELTA","delta":[{"op":"add","path":"/a~b","value":1}]}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"CUSTOM","name":"n","value":1,"timestamp":9_007_199_254_740_993_i64}),
+                finish.clone(),
+            ],
+            vec![
+                json!({"type":"RUN_STARTED","threadId":"t","runId":"r","subagentRunId":"a"}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}),
+                json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s"}),
+                json!({"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}),
+                finish.clone(),
+            ],
+            vec![
+                start.clone(),
+                json!({"type":"TEXT_MESSAGE_START","messageId":"u","role":"user"}),
+                json!({"type":"TEXT_MESSAGE_END","messageId":"u"}),
+                json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"u"}),
+                json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
                 finish,
             ],
         ];

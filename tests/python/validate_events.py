@@ -8,7 +8,8 @@ used (one optional leading space stripped, several joined with "\\n"), comments 
 ignored. EVERY data payload is validated with
 ``pydantic.TypeAdapter(ag_ui.core.Event).validate_json(payload)``; on top of that (the SDK is
 looser than the TS client: it keeps extra fields and accepts nulls and snake_case) each event
-must have no ``null`` value at top level, an integer ``timestamp`` when present, only camelCase
+must have no ``null`` value at top level (except the required fields whose value may be null:
+``STATE_SNAPSHOT.snapshot``, ``CUSTOM.value``, ``RAW.event``), an integer ``timestamp`` when present, only camelCase
 top-level keys (no "_"), and no top-level field the SDK model does not declare.
 
 stdout: one JSON line {"verdict": "ok"|"invalid", "count": N, "problems": [...]};
@@ -16,6 +17,10 @@ exit 0 only when the verdict is "ok".
 """
 
 from __future__ import annotations
+
+# Required fields that carry any JSON, null included (agui.md §2.5, §2.8): present and null is
+# legal there; everywhere else an absent optional field must be omitted, never null.
+NULLABLE_REQUIRED = {("STATE_SNAPSHOT", "snapshot"), ("CUSTOM", "value"), ("RAW", "event")}
 
 import json
 import sys
@@ -65,7 +70,7 @@ def check_payload(index: int, payload: str, problems: list[str]) -> bool:
         problems.append(f"{where}: event is not a JSON object")
         return False
     for key, value in raw.items():
-        if value is None:
+        if value is None and (raw.get("type"), key) not in NULLABLE_REQUIRED:
             problems.append(f"{where}: top-level '{key}' is null (omit optional fields instead)")
         if "_" in key:
             problems.append(f"{where}: top-level key '{key}' is not camelCase")

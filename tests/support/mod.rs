@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod gateway;
+pub mod random;
 pub mod upstream;
 
 use std::time::Duration;

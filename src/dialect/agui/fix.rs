@@ -98,6 +98,9 @@ pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
     }
 }
 
+/// The largest integer JavaScript represents exactly.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
 /// 2000-01-01T00:00:00Z in ms: anything earlier is a placeholder, not a time.
 const EARLIEST_PLAUSIBLE_MS: i64 = 946_684_800_000;
 
@@ -124,7 +127,10 @@ pub fn timestamp_ms(v: &Value) -> Option<Value> {
         Value::String(s) => rfc3339_ms(s)?,
         _ => return None,
     };
-    (ms >= EARLIEST_PLAUSIBLE_MS).then(|| Value::from(ms))
+    // Beyond 2^53 - 1 a JavaScript client cannot hold the value exactly (and rejects it).
+    (EARLIEST_PLAUSIBLE_MS..=MAX_SAFE_INTEGER)
+        .contains(&ms)
+        .then(|| Value::from(ms))
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` into epoch milliseconds.
@@ -273,9 +279,32 @@ pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
                     notes.push(Note::Fixup(Rule::StateDeltaShape));
                     p.insert(0, '/');
                 }
+                if escape_stray_tildes(p) {
+                    notes.push(Note::Fixup(Rule::StateDeltaShape));
+                }
             }
         }
     }
+}
+
+/// A JSON pointer may hold `~` only as `~0` or `~1` (RFC 6901); a bare one is meant literally,
+/// so it becomes `~0`. True when something changed.
+fn escape_stray_tildes(pointer: &mut String) -> bool {
+    let bytes = pointer.as_bytes();
+    let stray = |i: usize| bytes[i] == b'~' && !matches!(bytes.get(i + 1), Some(b'0' | b'1'));
+    if !(0..bytes.len()).any(stray) {
+        return false;
+    }
+    let mut fixed = String::with_capacity(pointer.len() + 2);
+    let mut chars = pointer.chars().peekable();
+    while let Some(c) = chars.next() {
+        fixed.push(c);
+        if c == '~' && !matches!(chars.peek(), Some('0' | '1')) {
+            fixed.push('0');
+        }
+    }
+    *pointer = fixed;
+    true
 }
 
 /// Rows 1, 9, 19 on one message: snake keys, nulls, legacy `binary` parts upgraded.
@@ -409,6 +438,26 @@ mod tests {
         assert_eq!(
             v,
             json!([{"op":"move","path":"/b","from":"/a"},{"op":"replace","path":"","value":{}}])
+        );
+    }
+
+    #[test]
+    fn pointers_are_made_valid() {
+        let mut v =
+            json!([{"op":"add","path":"/a~b/c~","value":1},{"op":"remove","path":"/x~1y~0"}]);
+        patch(&mut v, &mut Vec::new());
+        assert_eq!(
+            v,
+            json!([{"op":"add","path":"/a~0b/c~0","value":1},{"op":"remove","path":"/x~1y~0"}])
+        );
+    }
+
+    #[test]
+    fn timestamps_beyond_the_safe_integer_range_are_dropped() {
+        assert_eq!(timestamp_ms(&json!(9_007_199_254_740_993_i64)), None);
+        assert_eq!(
+            timestamp_ms(&json!(9_007_199_254_740_991_i64)),
+            Some(json!(9_007_199_254_740_991_i64))
         );
     }
 

@@ -24,6 +24,11 @@ use crate::sse::SseEvent;
 use crate::translate::chunks::ChunkExpander;
 use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
 
+/// Tool calls whose arguments may be held at once; beyond, object deltas pass on as text.
+const MAX_HELD_CALLS: usize = 1024;
+/// Object arguments held for one call (`translation.md` §5: the tool-argument buffer).
+const MAX_HELD_ARGS_BYTES: usize = 1 << 20;
+
 /// The name of the `CUSTOM` event some vendors use as a global error signal (row 25).
 const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
 
@@ -34,6 +39,8 @@ struct HeldArgs {
     saw_string: bool,
     /// Object deltas, shallow-merged, emitted as one ARGS before the END.
     merged: Option<Map<String, Value>>,
+    /// Compact size of the object deltas merged so far.
+    merged_bytes: usize,
     /// Base fields of the first object delta, carried by the merged ARGS.
     merged_base: Option<EventBase>,
     /// An `args` object on START or END, used only when no ARGS arrived at all.
@@ -113,17 +120,20 @@ impl AguiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         let Value::Object(map) = value else {
-            return Err(malformed("is JSON but not an object"));
+            // JSON, but not an event (a bare `"keepalive"` string, a number): dropped, counted
+            // (`dialects.md` processing order, step 2).
+            notes.push(Note::Dropped(DropKind::NotAnObject));
+            return Ok(());
         };
         let first = out.len();
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.resolve(map, sse_name, &mut scratch, notes);
+        let resolved = self.resolve(map, sse_name, &mut scratch, notes);
         for event in scratch.drain(..) {
             self.chunks.push(event, &mut self.mint, out, notes);
         }
         self.scratch = scratch;
         self.track_open_text(&out[first..]);
-        Ok(())
+        resolved
     }
 
     /// One object in, zero or more canonical (possibly chunk) events out.
@@ -133,17 +143,17 @@ impl AguiReader {
         sse_name: Option<&str>,
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
-    ) {
+    ) -> Result<(), Failure> {
         let Some(spelled) = type_name(&mut map, sse_name, notes) else {
             notes.push(Note::Dropped(DropKind::UnknownType));
-            return;
+            return Ok(());
         };
         let aliases = Arc::clone(&self.aliases);
         fix::snake_keys(&mut map, &aliases, notes);
         if spelled.starts_with("THINKING") {
             fix::base_fields(&mut map, notes);
             self.legacy_thinking(&spelled, map, out, notes);
-            return;
+            return Ok(());
         }
         // A 1.0 name first (the common case, no hashing), then the rename table.
         let ty = match EventType::from_wire(&spelled) {
@@ -160,7 +170,7 @@ impl AguiReader {
                 None => {
                     tracing::debug!(event_type = %spelled, "dropping an unknown upstream event type");
                     notes.push(Note::Dropped(DropKind::UnknownType));
-                    return;
+                    return Ok(());
                 }
             },
         };
@@ -168,16 +178,33 @@ impl AguiReader {
             fix::field_aliases(&mut map, &aliases, [&spelled, ty.as_str()], notes);
         }
         fix::base_fields(&mut map, notes);
-        if !self.fix_values(ty, &mut map, out, notes) {
-            return;
+        if !self.fix_values(ty, &mut map, out, notes)? {
+            return Ok(());
         }
-        match Event::from_payload(ty, Value::Object(map)) {
+        // A terminal event is worth more than its optional extras: if one of them does not fit
+        // (a vendor's `usage` shape, say), retry without it rather than lose the run's end.
+        let retry = matches!(ty, EventType::RunFinished | EventType::RunError).then(|| {
+            let mut bare = map.clone();
+            bare.remove("usage");
+            bare.remove("outcome");
+            bare.remove("result");
+            bare
+        });
+        let decoded = Event::from_payload(ty, Value::Object(map)).or_else(|error| match retry {
+            Some(bare) => {
+                notes.push(Note::Dropped(DropKind::Lossy));
+                Event::from_payload(ty, Value::Object(bare)).map_err(|_| error)
+            }
+            None => Err(error),
+        });
+        match decoded {
             Ok(event) => self.emit(event, out),
             Err(error) => {
                 tracing::debug!(event_type = ty.as_str(), %error, "dropping an invalid upstream event");
                 notes.push(Note::Dropped(DropKind::InvalidEvent));
             }
         }
+        Ok(())
     }
 
     /// Type-specific repairs; false when the object was consumed (held, converted or dropped).
@@ -187,7 +214,7 @@ impl AguiReader {
         map: &mut Map<String, Value>,
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
-    ) -> bool {
+    ) -> Result<bool, Failure> {
         match ty {
             EventType::RunError => fix::run_error(map, notes),
             EventType::RunStarted => {
@@ -249,7 +276,7 @@ impl AguiReader {
                         }
                         (None, _) => {
                             notes.push(Note::Dropped(DropKind::Orphan));
-                            return false;
+                            return Ok(false);
                         }
                     }
                 }
@@ -259,50 +286,64 @@ impl AguiReader {
                 }
             }
             EventType::ToolCallStart => {
-                let id = tool_call_id(map);
-                let held = self.held_args.entry(id).or_default();
                 if let Some(args) = map.remove("args") {
                     notes.push(Note::Fixup(Rule::FieldAlias));
-                    held.fallback = Some(args);
+                    if let Some(held) = self.hold(tool_call_id(map), notes) {
+                        held.fallback = Some(args);
+                    }
                 }
             }
             EventType::ToolCallArgs => {
                 let id = tool_call_id(map);
                 match map.get_mut("delta") {
                     Some(Value::String(_)) => {
-                        let held = self.held_args.entry(id.clone()).or_default();
-                        if let Some(merged) = held.merged.take() {
-                            // A mix of object and string deltas: serialise what was held (lossy).
-                            notes.push(Note::Fixup(Rule::ObjectToolArgs));
-                            out.push(args_event(id, fix::compact(&Value::Object(merged))));
+                        if let Some(held) = self.held_args.get_mut(&id) {
+                            if let Some(merged) = held.merged.take() {
+                                // A mix of object and string deltas: serialise what was held.
+                                notes.push(Note::Dropped(DropKind::Lossy));
+                                out.push(args_event(id, fix::compact(&Value::Object(merged))));
+                            }
+                            held.saw_string = true;
                         }
-                        held.saw_string = true;
                     }
                     Some(Value::Object(_)) => {
                         notes.push(Note::Fixup(Rule::ObjectToolArgs));
                         let mut rest = std::mem::take(map);
                         let Some(Value::Object(obj)) = rest.remove("delta") else {
-                            return false;
+                            return Ok(false);
                         };
                         rest.remove("toolCallId");
                         let base = serde_json::from_value::<EventBase>(Value::Object(rest))
                             .unwrap_or_default();
-                        let held = self.held_args.entry(id.clone()).or_default();
-                        if held.saw_string {
-                            let mut event = args_event(id, fix::compact(&Value::Object(obj)));
-                            *event.base_mut() = base;
-                            out.push(event);
-                        } else {
-                            held.merged_base.get_or_insert(base);
-                            held.merged.get_or_insert_with(Map::new).extend(obj);
+                        let text_len = fix::compact(&Value::Object(obj.clone())).len();
+                        match self.hold(id.clone(), notes) {
+                            Some(held) if !held.saw_string => {
+                                held.merged_bytes += text_len;
+                                if held.merged_bytes > MAX_HELD_ARGS_BYTES {
+                                    return Err(Failure::new(
+                                        ErrorCode::InvalidToolArgs,
+                                        format!("the object arguments of tool call {id:?} exceed {MAX_HELD_ARGS_BYTES} bytes"),
+                                    ));
+                                }
+                                held.merged_base.get_or_insert(base);
+                                held.merged.get_or_insert_with(Map::new).extend(obj);
+                            }
+                            // Strings came first, or too many calls are held: pass it on as text.
+                            _ => {
+                                let mut event = args_event(id, fix::compact(&Value::Object(obj)));
+                                *event.base_mut() = base;
+                                out.push(event);
+                            }
                         }
-                        return false;
+                        return Ok(false);
                     }
                     Some(other) => {
                         notes.push(Note::Fixup(Rule::ObjectToolArgs));
                         let text = fix::compact(other);
                         *other = Value::String(text);
-                        self.held_args.entry(id).or_default().saw_string = true;
+                        if let Some(held) = self.held_args.get_mut(&id) {
+                            held.saw_string = true;
+                        }
                     }
                     None => {}
                 }
@@ -311,7 +352,9 @@ impl AguiReader {
                 let id = tool_call_id(map);
                 if let Some(args) = map.remove("args") {
                     notes.push(Note::Fixup(Rule::FieldAlias));
-                    self.held_args.entry(id.clone()).or_default().fallback = Some(args);
+                    if let Some(held) = self.hold(id.clone(), notes) {
+                        held.fallback = Some(args);
+                    }
                 }
                 self.flush_held_args(&id, out);
             }
@@ -363,11 +406,11 @@ impl AguiReader {
                     }),
                     out,
                 );
-                return false;
+                return Ok(false);
             }
             _ => {}
         }
-        true
+        Ok(true)
     }
 
     /// Pushes an event; a terminal first flushes held arguments and forgets open state.
@@ -377,6 +420,15 @@ impl AguiReader {
             self.thinking = Thinking::default();
         }
         out.push(event);
+    }
+
+    /// The held state of a call, created on demand; `None` when too many calls are held.
+    fn hold(&mut self, id: String, notes: &mut Vec<Note>) -> Option<&mut HeldArgs> {
+        if self.held_args.len() >= MAX_HELD_CALLS && !self.held_args.contains_key(&id) {
+            notes.push(Note::Dropped(DropKind::Lossy));
+            return None;
+        }
+        Some(self.held_args.entry(id).or_default())
     }
 
     /// Emits what a call's ARGS never carried, just before its END or RESULT.
@@ -483,7 +535,12 @@ impl AguiReader {
             }
             "THINKING_TEXT_MESSAGE_CONTENT" | "THINKING_CONTENT" => {
                 if self.thinking.message.is_none() {
-                    self.open_thinking_message(given_id, EventBase::default(), out);
+                    // The synthesised start belongs to the same subagent as the content.
+                    let start_base = EventBase {
+                        subagent_run_id: base.subagent_run_id.clone(),
+                        ..EventBase::default()
+                    };
+                    self.open_thinking_message(given_id, start_base, out);
                 }
                 let delta = match map.get("delta") {
                     Some(Value::String(s)) => s.clone(),
@@ -533,7 +590,10 @@ impl AguiReader {
             self.thinking.span_id_used = true;
             out.push(Event::ReasoningStart(ReasoningStart {
                 message_id: id.clone(),
-                base: EventBase::default(),
+                base: EventBase {
+                    subagent_run_id: base.subagent_run_id.clone(),
+                    ..EventBase::default()
+                },
             }));
         }
         self.thinking.message = Some(id.clone());

@@ -485,7 +485,12 @@ fn row_06_object_tool_args() {
             json!({"type":"TOOL_CALL_END","toolCallId":"c3"}),
         ]
     );
-    assert_eq!(count(&notes, object_args), 2, "{notes:?}");
+    assert_eq!(count(&notes, object_args), 1, "{notes:?}");
+    assert_eq!(
+        count(&notes, Note::Dropped(DropKind::Lossy)),
+        1,
+        "{notes:?}"
+    );
 
     // String then object: the object is serialised and appended in place.
     let (out, notes) = read_all(&[
@@ -1191,16 +1196,26 @@ fn row_18_framing() {
     assert_eq!(out, vec![json!({"type":"STEP_STARTED","stepName":"s"})]);
     assert!(notes.is_empty(), "{notes:?}");
 
-    // Not JSON (also not line by line), not UTF-8, or JSON that is not an object: the run ends.
+    // JSON that is not an object is not an event: dropped and counted, the run goes on
+    // (`dialects.md` processing order, step 2).
+    for data in [
+        &b"[{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}]"[..],
+        b"\"keepalive\"",
+        b"42",
+        b"null",
+    ] {
+        let (result, out, notes) = read_data(data);
+        assert!(result.is_ok(), "{}", String::from_utf8_lossy(data));
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(notes, vec![Note::Dropped(DropKind::NotAnObject)]);
+    }
+
+    // Not JSON (also not line by line) or not UTF-8: the run ends.
     for data in [
         &b"hello world"[..],
         b"{\"type\":\"RUN_STARTED\"}\nnot json",
         b"{\"type\":\"RUN_STARTED\",}",
         b"\xff\xfe{}",
-        b"[{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}]",
-        b"\"RUN_STARTED\"",
-        b"42",
-        b"null",
     ] {
         let (result, out, _) = read_data(data);
         let failure = result.expect_err(&String::from_utf8_lossy(data));
