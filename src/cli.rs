@@ -96,6 +96,10 @@ struct LimitArgs {
     /// [default: 30s].
     #[arg(long, env = "DIALECT_PROXY_DRAIN_TIMEOUT")]
     drain_timeout: Option<String>,
+    /// How long a write to a client may stay blocked before the client counts as gone and its
+    /// upstream is cancelled [default: 60s].
+    #[arg(long, env = "DIALECT_PROXY_STALL_TIMEOUT")]
+    stall_timeout: Option<String>,
     /// Largest request body in bytes [default: 8388608].
     #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_BYTES")]
     max_request_bytes: Option<u64>,
@@ -193,6 +197,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         agent_name: args.agent_name,
         mappings: args.common.mappings,
         drain_timeout: args.limits.drain_timeout.clone(),
+        stall_timeout: args.limits.stall_timeout.clone(),
         limits: args.limits.raw(),
     };
     let config = config::load(args.config.as_deref(), &overrides)?;

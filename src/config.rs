@@ -22,6 +22,7 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 pub const DEFAULT_MAX_EVENT_BYTES: usize = crate::sse::DEFAULT_MAX_EVENT_BYTES;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 << 20;
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The upstream that runs the demo agent in-process.
 pub const BUILTIN_DEMO: &str = "builtin:demo";
 
@@ -35,6 +36,8 @@ pub struct Config {
     pub mappings: Mappings,
     /// How long open streams may run on after a shutdown signal.
     pub drain_timeout: Duration,
+    /// How long a write to a client may stay blocked before the client counts as gone.
+    pub stall_timeout: Duration,
 }
 
 /// One path prefix and where it goes.
@@ -92,6 +95,7 @@ pub struct Overrides {
     pub agent_name: Option<String>,
     pub mappings: Option<PathBuf>,
     pub drain_timeout: Option<String>,
+    pub stall_timeout: Option<String>,
     pub limits: RawLimits,
 }
 
@@ -128,6 +132,7 @@ struct RawConfig {
     admin_listen: Option<Spanned<String>>,
     mappings: Option<PathBuf>,
     drain_timeout: Option<Spanned<String>>,
+    stall_timeout: Option<Spanned<String>>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -307,6 +312,30 @@ fn check_route_dialects(p: &mut Problems, key: &str, client: Dialect, upstream: 
     }
 }
 
+/// A server-wide duration: the flag, else the file, else the default.
+fn server_duration(
+    p: &mut Problems,
+    key: &str,
+    flag: &Option<String>,
+    file: &Option<Spanned<String>>,
+    default: Duration,
+) -> Duration {
+    if let Some(text) = flag {
+        return parse_duration(text).unwrap_or_else(|e| {
+            p.list
+                .push(format!("flags: --{}: {e}", key.replace('_', "-")));
+            default
+        });
+    }
+    match file {
+        Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            p.at(v.span(), key, e);
+            default
+        }),
+        None => default,
+    }
+}
+
 /// Resolves the configuration: the file (if any), then `overrides` (flags and environment).
 pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
     let (text, origin) = match file {
@@ -334,18 +363,20 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         list: Vec::new(),
     };
     let flag_limits = limits(&mut flag_problems, "--", &overrides.limits, base_limits);
-    let drain_timeout = match &overrides
-        .drain_timeout
-        .clone()
-        .map(|d| Spanned::new(0..0, d))
-        .or(raw.drain_timeout)
-    {
-        Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
-            p.at(v.span(), "drain_timeout", e);
-            DEFAULT_DRAIN_TIMEOUT
-        }),
-        None => DEFAULT_DRAIN_TIMEOUT,
-    };
+    let drain_timeout = server_duration(
+        &mut p,
+        "drain_timeout",
+        &overrides.drain_timeout,
+        &raw.drain_timeout,
+        DEFAULT_DRAIN_TIMEOUT,
+    );
+    let stall_timeout = server_duration(
+        &mut p,
+        "stall_timeout",
+        &overrides.stall_timeout,
+        &raw.stall_timeout,
+        DEFAULT_STALL_TIMEOUT,
+    );
     let listen_text = overrides
         .listen
         .clone()
@@ -483,6 +514,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         routes,
         mappings,
         drain_timeout,
+        stall_timeout,
     })
 }
 

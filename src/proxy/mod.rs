@@ -21,6 +21,7 @@
 pub mod admin;
 mod body;
 mod headers;
+mod stall;
 mod upstream;
 
 pub use body::{DrainSignal, StreamTimers, TranslatingBody, UpstreamBody};
@@ -47,6 +48,7 @@ use crate::error::{ErrorCode, Failure};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
+use stall::StallGuard;
 use upstream::UpstreamClient;
 
 /// How long a client may take to send its (small) request body.
@@ -110,6 +112,7 @@ pub async fn serve(
         })
         .collect();
     let drain_timeout = config.drain_timeout;
+    let stall_timeout = config.stall_timeout;
     let (drain_tx, draining) = tokio::sync::watch::channel(false);
     let gateway = Arc::new(Gateway {
         clients,
@@ -142,7 +145,10 @@ pub async fn serve(
         });
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(
+                TokioIo::new(StallGuard::new(stream, stall_timeout)),
+                service,
+            );
         let connection = graceful.watch(connection);
         tokio::spawn(
             async move {
