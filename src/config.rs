@@ -10,7 +10,7 @@ use http::Uri;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::dialect::agui::UnknownFields;
+use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
 use crate::dialect::Dialect;
 use crate::mapping::{MappingError, Mappings};
 
@@ -51,6 +51,10 @@ pub struct Route {
     pub limits: Limits,
     pub keep_upstream_run_ids: bool,
     pub unknown_fields: UnknownFields,
+    /// AG-UI reader policies (`[routes.agui]`).
+    pub reader: ReaderOptions,
+    /// How the upstream wants its request (`[routes.agui]`).
+    pub request_profile: RequestProfile,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +155,93 @@ struct RawRoute {
     #[serde(default)]
     keep_upstream_run_ids: bool,
     unknown_fields: Option<Spanned<String>>,
+    #[serde(default)]
+    agui: RawAguiOptions,
+}
+
+/// `[routes.agui]`: the alternatives `dialects.md` offers (rows 13, 17, 20, 25).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAguiOptions {
+    timestamps: Option<Spanned<String>>,
+    state_path_repair: Option<Spanned<String>>,
+    system_exception: Option<Spanned<String>>,
+    content_parts: Option<Spanned<String>>,
+    tool_content: Option<Spanned<String>>,
+}
+
+/// Reads one choice among `options` (the first is the default).
+fn choice<'a>(
+    p: &mut Problems,
+    key: &str,
+    value: &Option<Spanned<String>>,
+    options: &[&'a str],
+) -> &'a str {
+    let Some(v) = value else {
+        return options[0];
+    };
+    match options.iter().find(|o| **o == v.get_ref()) {
+        Some(found) => found,
+        None => {
+            p.at(
+                v.span(),
+                key,
+                format!(
+                    "unknown value {:?} (expected {})",
+                    v.get_ref(),
+                    options.join(" or ")
+                ),
+            );
+            options[0]
+        }
+    }
+}
+
+fn agui_options(
+    p: &mut Problems,
+    prefix: &str,
+    raw: &RawAguiOptions,
+) -> (ReaderOptions, RequestProfile) {
+    let timestamps = match choice(
+        p,
+        &format!("{prefix}timestamps"),
+        &raw.timestamps,
+        &["normalise", "drop", "passthrough"],
+    ) {
+        "drop" => Timestamps::Drop,
+        "passthrough" => Timestamps::Passthrough,
+        _ => Timestamps::Normalise,
+    };
+    let reader = ReaderOptions {
+        timestamps,
+        drop_unrooted_patches: choice(
+            p,
+            &format!("{prefix}state_path_repair"),
+            &raw.state_path_repair,
+            &["prefix", "drop_event"],
+        ) == "drop_event",
+        system_exception_passthrough: choice(
+            p,
+            &format!("{prefix}system_exception"),
+            &raw.system_exception,
+            &["run_error", "passthrough"],
+        ) == "passthrough",
+    };
+    let profile = RequestProfile {
+        legacy_binary_parts: choice(
+            p,
+            &format!("{prefix}content_parts"),
+            &raw.content_parts,
+            &["1.0", "legacy_binary"],
+        ) == "legacy_binary",
+        tool_content_as_text: choice(
+            p,
+            &format!("{prefix}tool_content"),
+            &raw.tool_content,
+            &["parts", "string"],
+        ) == "string",
+    };
+    (reader, profile)
 }
 
 /// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.
@@ -423,6 +514,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         let limits = limits(&mut p, &format!("{key}.limits."), &r.limits, flag_limits);
         let unknown_fields =
             unknown_fields(&mut p, &format!("{key}.unknown_fields"), &r.unknown_fields);
+        let (reader, request_profile) = agui_options(&mut p, &format!("{key}.agui."), &r.agui);
         let path = r.path.get_ref().clone();
         if !path.starts_with('/') {
             p.at(
@@ -445,6 +537,8 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                 limits,
                 keep_upstream_run_ids: r.keep_upstream_run_ids,
                 unknown_fields,
+                reader,
+                request_profile,
             });
         }
     }
@@ -487,6 +581,8 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                         limits: flag_limits,
                         keep_upstream_run_ids: false,
                         unknown_fields: UnknownFields::Metadata,
+                        reader: ReaderOptions::default(),
+                        request_profile: RequestProfile::default(),
                     });
                 }
             }

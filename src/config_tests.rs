@@ -86,6 +86,10 @@ client = "ag-ui"
 upstream = "builtin:demo"
 upstream_dialect = "ag-ui"
 unknown_fields = "drop"
+[routes.agui]
+timestamps = "passthrough"
+system_exception = "passthrough"
+content_parts = "legacy_binary"
 [routes.limits]
 heartbeat_interval = "1s"
 max_event_bytes = 4096
@@ -104,6 +108,10 @@ max_event_bytes = 4096
     assert_eq!(root.limits.max_event_bytes, 4096);
     assert_eq!(root.limits.heartbeat_interval, Duration::from_secs(1));
     assert_eq!(root.unknown_fields, UnknownFields::Drop);
+    assert_eq!(root.reader.timestamps, Timestamps::Passthrough);
+    assert!(root.reader.system_exception_passthrough && !root.reader.drop_unrooted_patches);
+    assert!(root.request_profile.legacy_binary_parts && !root.request_profile.tool_content_as_text);
+    assert_eq!(a.reader, ReaderOptions::default());
 }
 
 #[test]
@@ -121,6 +129,8 @@ client = "ag-ui"
 upstream = "http://127.0.0.1:9001/"
 [routes.limits]
 idle_timeout = "forever"
+[routes.agui]
+tool_content = "text"
 "#,
     )
     .unwrap_err()
@@ -134,6 +144,7 @@ idle_timeout = "forever"
         err.contains(":12:16: routes[1].limits.idle_timeout"),
         "{err}"
     );
+    assert!(err.contains(":14:16: routes[1].agui.tool_content: unknown value \"text\" (expected parts or string)"), "{err}");
 }
 
 #[test]

@@ -290,7 +290,7 @@ impl Gateway {
                     .post(
                         uri,
                         headers,
-                        write_request(&input),
+                        write_request(&input, route.request_profile),
                         route.limits.headers_timeout,
                     )
                     .await?;
@@ -331,6 +331,7 @@ impl Gateway {
         spec.framing = framing;
         spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
         spec.unknown_fields = route.unknown_fields;
+        spec.reader = route.reader;
         let pipeline = Pipeline::new(spec)
             .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
         let timers = StreamTimers {

@@ -11,7 +11,7 @@ use std::fmt;
 
 use bytes::BytesMut;
 
-use crate::dialect::agui::{AguiReader, AguiWriter, UnknownFields};
+use crate::dialect::agui::{AguiReader, AguiWriter, ReaderOptions, UnknownFields};
 use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::Event;
@@ -32,6 +32,8 @@ pub struct PipelineSpec {
     pub framing: Framing,
     pub keep_upstream_run_ids: bool,
     pub unknown_fields: UnknownFields,
+    /// Policy choices of the AG-UI reader.
+    pub reader: ReaderOptions,
 }
 
 impl PipelineSpec {
@@ -46,6 +48,7 @@ impl PipelineSpec {
             framing: Framing::Sse,
             keep_upstream_run_ids: false,
             unknown_fields: UnknownFields::default(),
+            reader: ReaderOptions::default(),
         }
     }
 }
@@ -112,7 +115,11 @@ impl Pipeline {
             to: spec.client,
         };
         let reader = match spec.upstream {
-            Dialect::AgUi => Reader::AgUi(AguiReader::new(&spec.ids, spec.mappings.agui.clone())),
+            Dialect::AgUi => Reader::AgUi(AguiReader::new(
+                &spec.ids,
+                spec.mappings.agui.clone(),
+                spec.reader,
+            )),
             Dialect::Hai | Dialect::Aap => return Err(unsupported),
         };
         let writer = match spec.client {

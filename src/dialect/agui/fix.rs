@@ -67,7 +67,7 @@ pub fn field_aliases(
 }
 
 /// Rows 9 and 17: nulls, empty optional ids, non-object metadata, timestamps.
-pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
+pub fn base_fields(map: &mut Map<String, Value>, timestamps: Timestamps, notes: &mut Vec<Note>) {
     let before = map.len();
     map.retain(|k, v| {
         if k == "metadata" {
@@ -83,7 +83,12 @@ pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
         notes.push(Note::Fixup(Rule::NullsAndEmptyIds));
     }
     if let Some(ts) = map.get("timestamp") {
-        let fixed = timestamp_ms(ts);
+        let fixed = match timestamps {
+            Timestamps::Normalise => timestamp_ms(ts),
+            Timestamps::Drop => None,
+            // Integers as sent; anything a 1.0 client cannot read still has to go.
+            Timestamps::Passthrough => ts.as_i64().map(Value::from),
+        };
         if fixed.as_ref().and_then(Value::as_i64) != ts.as_i64() || !ts.is_i64() {
             notes.push(Note::Fixup(Rule::Timestamps));
             match fixed {
@@ -96,6 +101,18 @@ pub fn base_fields(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
             }
         }
     }
+}
+
+/// What the reader does with upstream timestamps (`dialects.md` row 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Timestamps {
+    /// Integer ms; seconds, floats and RFC 3339 converted; implausible values dropped.
+    #[default]
+    Normalise,
+    /// Never forward upstream timestamps.
+    Drop,
+    /// Forward integers as sent; drop anything else.
+    Passthrough,
 }
 
 /// The largest integer JavaScript represents exactly.
@@ -287,6 +304,19 @@ pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
     }
 }
 
+/// Row 13's detection: some op's path (or `from`) is non-empty and lacks its leading `/`.
+pub fn has_unrooted_path(value: &Value) -> bool {
+    let single = std::slice::from_ref(value);
+    let ops = value.as_array().map_or(single, Vec::as_slice);
+    ops.iter().filter_map(Value::as_object).any(|op| {
+        ["path", "from"].iter().any(|k| {
+            op.get(*k)
+                .and_then(Value::as_str)
+                .is_some_and(|p| !p.is_empty() && !p.starts_with('/'))
+        })
+    })
+}
+
 /// A JSON pointer may hold `~` only as `~0` or `~1` (RFC 6901); a bare one is meant literally,
 /// so it becomes `~0`. True when something changed.
 fn escape_stray_tildes(pointer: &mut String) -> bool {
@@ -397,7 +427,7 @@ mod tests {
             .as_object()
             .unwrap()
             .clone();
-            base_fields(&mut m, &mut Vec::new());
+            base_fields(&mut m, Timestamps::Normalise, &mut Vec::new());
             assert_eq!(
                 Value::Object(m),
                 json!({"messageId":"m","snapshot":null,"delta":""})

@@ -8,6 +8,7 @@ mod read;
 mod request;
 mod write;
 
-pub use read::AguiReader;
-pub use request::{read_request, write_request};
+pub use fix::Timestamps;
+pub use read::{AguiReader, ReaderOptions};
+pub use request::{read_request, write_request, RequestProfile};
 pub use write::{AguiWriter, UnknownFields};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::fix;
+use super::fix::{self, Timestamps};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
     Event, EventBase, EventType, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
@@ -31,6 +31,17 @@ const MAX_HELD_ARGS_BYTES: usize = 1 << 20;
 
 /// The name of the `CUSTOM` event some vendors use as a global error signal (row 25).
 const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
+
+/// Per-route choices where `dialects.md` offers alternatives; the defaults are its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReaderOptions {
+    /// Row 17.
+    pub timestamps: Timestamps,
+    /// Row 13: a patch path without its leading `/` is repaired (`false`: the event is dropped).
+    pub drop_unrooted_patches: bool,
+    /// Row 25: `CUSTOM SYSTEM_EXCEPTION` passes as a plain `CUSTOM` instead of ending the run.
+    pub system_exception_passthrough: bool,
+}
 
 /// Arguments held back for one open tool call (rows 6 and 7).
 #[derive(Debug, Default)]
@@ -61,6 +72,7 @@ struct Thinking {
 #[derive(Debug)]
 pub struct AguiReader {
     aliases: Arc<AguiAliases>,
+    options: ReaderOptions,
     mint: IdMint,
     chunks: ChunkExpander,
     /// Open text messages per lane, to resolve events that lack a `messageId` (row 10).
@@ -72,9 +84,10 @@ pub struct AguiReader {
 }
 
 impl AguiReader {
-    pub fn new(ids: &RunIds, aliases: Arc<AguiAliases>) -> AguiReader {
+    pub fn new(ids: &RunIds, aliases: Arc<AguiAliases>, options: ReaderOptions) -> AguiReader {
         AguiReader {
             aliases,
+            options,
             mint: IdMint::new(&ids.run_id),
             chunks: ChunkExpander::default(),
             open_text: Vec::new(),
@@ -151,7 +164,7 @@ impl AguiReader {
         let aliases = Arc::clone(&self.aliases);
         fix::snake_keys(&mut map, &aliases, notes);
         if spelled.starts_with("THINKING") {
-            fix::base_fields(&mut map, notes);
+            fix::base_fields(&mut map, self.options.timestamps, notes);
             self.legacy_thinking(&spelled, map, out, notes);
             return Ok(());
         }
@@ -177,7 +190,7 @@ impl AguiReader {
         if !aliases.fields.is_empty() {
             fix::field_aliases(&mut map, &aliases, [&spelled, ty.as_str()], notes);
         }
-        fix::base_fields(&mut map, notes);
+        fix::base_fields(&mut map, self.options.timestamps, notes);
         if !self.fix_values(ty, &mut map, out, notes)? {
             return Ok(());
         }
@@ -373,6 +386,10 @@ impl AguiReader {
             }
             EventType::StateDelta => {
                 if let Some(delta) = map.get_mut("delta") {
+                    if self.options.drop_unrooted_patches && fix::has_unrooted_path(delta) {
+                        notes.push(Note::Dropped(DropKind::InvalidEvent));
+                        return Ok(false);
+                    }
                     fix::patch(delta, notes);
                 }
             }
@@ -389,7 +406,8 @@ impl AguiReader {
                 }
             }
             EventType::Custom
-                if map.get("name").and_then(Value::as_str) == Some(SYSTEM_EXCEPTION) =>
+                if !self.options.system_exception_passthrough
+                    && map.get("name").and_then(Value::as_str) == Some(SYSTEM_EXCEPTION) =>
             {
                 notes.push(Note::Fixup(Rule::SystemException));
                 let message = match map.remove("value") {

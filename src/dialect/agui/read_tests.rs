@@ -19,7 +19,11 @@ fn ids() -> RunIds {
 }
 
 fn new_reader() -> AguiReader {
-    AguiReader::new(&ids(), Arc::new(AguiAliases::builtin()))
+    AguiReader::new(
+        &ids(),
+        Arc::new(AguiAliases::builtin()),
+        ReaderOptions::default(),
+    )
 }
 
 /// An SSE event with an optional `event:` name and raw data.
@@ -1502,5 +1506,62 @@ fn row_27_snake_case_interrupt_fields_are_renamed() {
         vec![json!({"type":"RUN_FINISHED","threadId":"t","runId":"r",
                "outcome":{"type":"interrupt","interrupts":[
                    {"id":"i1","reason":"tool_approval","toolCallId":"c1"}]}})]
+    );
+}
+
+// === Per-route alternatives (rows 13, 17, 25) ===
+
+fn read_with(options: ReaderOptions, events: &[Value]) -> Vec<Value> {
+    let mut reader = AguiReader::new(&ids(), Arc::new(AguiAliases::builtin()), options);
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for v in events {
+        reader.read(&sse(v), &mut out, &mut notes).unwrap();
+    }
+    values(&out)
+}
+
+#[test]
+fn alternatives_of_rows_13_17_and_25() {
+    let event = json!({"type":"CUSTOM","name":"n","value":1,"timestamp":1_761_819_878});
+    let drop = ReaderOptions {
+        timestamps: Timestamps::Drop,
+        ..ReaderOptions::default()
+    };
+    assert!(read_with(drop, &[event.clone()])[0]
+        .get("timestamp")
+        .is_none());
+    let keep = ReaderOptions {
+        timestamps: Timestamps::Passthrough,
+        ..ReaderOptions::default()
+    };
+    assert_eq!(
+        read_with(keep, &[event.clone()])[0]["timestamp"],
+        1_761_819_878
+    );
+    assert_eq!(
+        read_with(ReaderOptions::default(), &[event])[0]["timestamp"],
+        1_761_819_878_000_i64
+    );
+
+    let unrooted = json!({"type":"STATE_DELTA","delta":[{"op":"add","path":"a","value":1}]});
+    let strict_paths = ReaderOptions {
+        drop_unrooted_patches: true,
+        ..ReaderOptions::default()
+    };
+    assert!(read_with(strict_paths, &[unrooted.clone()]).is_empty());
+    assert_eq!(
+        read_with(ReaderOptions::default(), &[unrooted])[0]["delta"][0]["path"],
+        "/a"
+    );
+
+    let exception = json!({"type":"CUSTOM","name":"SYSTEM_EXCEPTION","value":"busy"});
+    let pass = ReaderOptions {
+        system_exception_passthrough: true,
+        ..ReaderOptions::default()
+    };
+    assert_eq!(read_with(pass, &[exception.clone()])[0]["type"], "CUSTOM");
+    assert_eq!(
+        read_with(ReaderOptions::default(), &[exception])[0]["type"],
+        "RUN_ERROR"
     );
 }

@@ -90,15 +90,76 @@ pub fn read_request(body: &[u8], aliases: &AguiAliases) -> Result<RunAgentInput,
     Ok(input)
 }
 
-/// The body sent to an AG-UI upstream: the canonical input, announcing protocol 1.0.
-pub fn write_request(input: &RunAgentInput) -> Vec<u8> {
+/// How the upstream wants its request (`dialects.md` row 20); the default is plain 1.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestProfile {
+    /// Media parts as the pre-1.0 `binary` part (CloudBase-era backends).
+    pub legacy_binary_parts: bool,
+    /// Tool-message content flattened to text (media parts dropped).
+    pub tool_content_as_text: bool,
+}
+
+/// The body sent to an AG-UI upstream: the canonical input, announcing protocol 1.0, shaped by
+/// the upstream's profile.
+pub fn write_request(input: &RunAgentInput, profile: RequestProfile) -> Vec<u8> {
     let mut input = input.clone();
     input.protocol_version = Some(PROTOCOL_VERSION.to_string());
     if input.forwarded_props.is_none() {
         input.forwarded_props = Some(Value::Object(Map::new()));
     }
     // Serialising the canonical types cannot fail: every map key is a string.
-    serde_json::to_vec(&input).unwrap_or_default()
+    let mut body = serde_json::to_value(&input).unwrap_or_default();
+    if profile != RequestProfile::default() {
+        if let Some(Value::Array(messages)) = body.get_mut("messages") {
+            for message in messages.iter_mut().filter_map(Value::as_object_mut) {
+                shape_message(message, profile);
+            }
+        }
+    }
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+fn shape_message(message: &mut Map<String, Value>, profile: RequestProfile) {
+    let is_tool = message.get("role").and_then(Value::as_str) == Some("tool");
+    let Some(Value::Array(parts)) = message.get_mut("content") else {
+        return;
+    };
+    if is_tool && profile.tool_content_as_text {
+        let text: String = parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect();
+        message.insert("content".into(), Value::String(text));
+        return;
+    }
+    if profile.legacy_binary_parts {
+        for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+            to_binary_part(part);
+        }
+    }
+}
+
+/// `{type:"image", source:{type, value, mimeType?}}` → `{type:"binary", mimeType, data|url|id}`.
+fn to_binary_part(part: &mut Map<String, Value>) {
+    if part.get("type").and_then(Value::as_str) == Some("text") {
+        return;
+    }
+    let Some(Value::Object(source)) = part.remove("source") else {
+        return;
+    };
+    let key = match source.get("type").and_then(Value::as_str) {
+        Some("data") => "data",
+        Some("url") => "url",
+        _ => "id",
+    };
+    part.insert("type".into(), "binary".into());
+    if let Some(mime) = source.get("mimeType") {
+        part.insert("mimeType".into(), mime.clone());
+    }
+    if let Some(value) = source.get("value") {
+        part.insert(key.into(), value.clone());
+    }
 }
 
 #[cfg(test)]
@@ -153,9 +214,33 @@ mod tests {
     }
 
     #[test]
+    fn cloudbase_era_profiles() {
+        let input = read(json!({"threadId":"t","runId":"r","messages":[
+            {"id":"u","role":"user","content":[{"type":"text","text":"see"},
+                {"type":"image","source":{"type":"data","value":"AAAA","mimeType":"image/png"}},
+                {"type":"document","source":{"type":"url","value":"https://x/y.pdf"}}]},
+            {"id":"t1","role":"tool","toolCallId":"c","content":[{"type":"text","text":"a"},{"type":"text","text":"b"},
+                {"type":"image","source":{"type":"url","value":"https://x/z.png"}}]}]}))
+        .unwrap();
+        let profile = RequestProfile {
+            legacy_binary_parts: true,
+            tool_content_as_text: true,
+        };
+        let body: Value = serde_json::from_slice(&write_request(&input, profile)).unwrap();
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{"type":"text","text":"see"},
+                   {"type":"binary","mimeType":"image/png","data":"AAAA"},
+                   {"type":"binary","url":"https://x/y.pdf"}])
+        );
+        assert_eq!(body["messages"][1]["content"], json!("ab"));
+    }
+
+    #[test]
     fn the_upstream_body_announces_1_0() {
         let input = read(json!({"threadId":"t","runId":"r","messages":[]})).unwrap();
-        let body: Value = serde_json::from_slice(&write_request(&input)).unwrap();
+        let body: Value =
+            serde_json::from_slice(&write_request(&input, RequestProfile::default())).unwrap();
         assert_eq!(body["protocolVersion"], "1.0");
         assert_eq!(body["tools"], json!([]));
         assert_eq!(body["forwardedProps"], json!({}));
