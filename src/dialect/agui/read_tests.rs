@@ -1527,7 +1527,7 @@ fn alternatives_of_rows_13_17_and_25() {
         timestamps: Timestamps::Drop,
         ..ReaderOptions::default()
     };
-    assert!(read_with(drop, &[event.clone()])[0]
+    assert!(read_with(drop, std::slice::from_ref(&event))[0]
         .get("timestamp")
         .is_none());
     let keep = ReaderOptions {
@@ -1535,7 +1535,7 @@ fn alternatives_of_rows_13_17_and_25() {
         ..ReaderOptions::default()
     };
     assert_eq!(
-        read_with(keep, &[event.clone()])[0]["timestamp"],
+        read_with(keep, std::slice::from_ref(&event))[0]["timestamp"],
         1_761_819_878
     );
     assert_eq!(
@@ -1548,7 +1548,7 @@ fn alternatives_of_rows_13_17_and_25() {
         drop_unrooted_patches: true,
         ..ReaderOptions::default()
     };
-    assert!(read_with(strict_paths, &[unrooted.clone()]).is_empty());
+    assert!(read_with(strict_paths, std::slice::from_ref(&unrooted)).is_empty());
     assert_eq!(
         read_with(ReaderOptions::default(), &[unrooted])[0]["delta"][0]["path"],
         "/a"
@@ -1559,7 +1559,7 @@ fn alternatives_of_rows_13_17_and_25() {
         system_exception_passthrough: true,
         ..ReaderOptions::default()
     };
-    assert_eq!(read_with(pass, &[exception.clone()])[0]["type"], "CUSTOM");
+    assert_eq!(read_with(pass, std::slice::from_ref(&exception))[0]["type"], "CUSTOM");
     assert_eq!(
         read_with(ReaderOptions::default(), &[exception])[0]["type"],
         "RUN_ERROR"
