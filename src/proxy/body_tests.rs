@@ -54,12 +54,11 @@ impl Body for ScriptBody {
     }
 }
 
-fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
-    let upstream = ScriptBody {
-        steps: steps.into(),
-        sleep: None,
-        silent_at_end,
-    };
+/// A translating body over `upstream` (idle 30 s, heartbeat 10 s) that drains when `drain` fires.
+fn translating<B>(upstream: B, drain: DrainSignal) -> TranslatingBody
+where
+    B: Body<Data = Bytes, Error = Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
     let ids = RunIds {
         thread_id: "t".into(),
         run_id: "r".into(),
@@ -69,13 +68,29 @@ fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
         idle_timeout: Duration::from_secs(30),
         heartbeat_interval: Duration::from_secs(10),
     };
+    let record = crate::telemetry::metrics::Metrics::new().stream_started("/");
     TranslatingBody::new(
         upstream.boxed_unsync(),
         pipeline,
         timers,
-        Box::pin(std::future::pending()),
+        drain,
         tracing::Span::none(),
-        crate::telemetry::metrics::Metrics::new().stream_started("/"),
+        record,
+    )
+}
+
+fn scripted(steps: Vec<Step>, silent_at_end: bool) -> ScriptBody {
+    ScriptBody {
+        steps: steps.into(),
+        sleep: None,
+        silent_at_end,
+    }
+}
+
+fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
+    translating(
+        scripted(steps, silent_at_end),
+        Box::pin(std::future::pending()),
     )
 }
 
@@ -195,29 +210,8 @@ async fn nothing_after_the_terminal_is_read_or_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn the_drain_deadline_ends_the_stream_with_gateway_shutdown() {
-    let upstream = ScriptBody {
-        steps: vec![Step::Data(STARTED)].into(),
-        sleep: None,
-        silent_at_end: true,
-    };
-    let ids = RunIds {
-        thread_id: "t".into(),
-        run_id: "r".into(),
-    };
-    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
-    let timers = StreamTimers {
-        idle_timeout: Duration::from_secs(300),
-        heartbeat_interval: Duration::from_secs(100),
-    };
-    let drain = Box::pin(tokio::time::sleep(Duration::from_secs(30)));
-    let body = TranslatingBody::new(
-        upstream.boxed_unsync(),
-        pipeline,
-        timers,
-        drain,
-        tracing::Span::none(),
-        crate::telemetry::metrics::Metrics::new().stream_started("/"),
-    );
+    let drain = Box::pin(tokio::time::sleep(Duration::from_secs(25)));
+    let body = translating(scripted(vec![Step::Data(STARTED)], true), drain);
     let out = frames(body).await;
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(out.last().unwrap().contains("GATEWAY_SHUTDOWN"));
@@ -243,23 +237,7 @@ impl Body for Flood {
 }
 
 fn flood_body(frame: &'static str, drain: DrainSignal) -> TranslatingBody {
-    let ids = RunIds {
-        thread_id: "t".into(),
-        run_id: "r".into(),
-    };
-    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
-    let timers = StreamTimers {
-        idle_timeout: Duration::from_secs(300),
-        heartbeat_interval: Duration::from_secs(100),
-    };
-    TranslatingBody::new(
-        Flood { frame }.boxed_unsync(),
-        pipeline,
-        timers,
-        drain,
-        tracing::Span::none(),
-        crate::telemetry::metrics::Metrics::new().stream_started("/"),
-    )
+    translating(Flood { frame }, drain)
 }
 
 #[tokio::test(start_paused = true)]

@@ -375,36 +375,33 @@ impl RunSequencer {
                 true
             }
             Event::TextMessageStart(e) => {
-                self.own(Space::Message, &e.message_id, &mut e.base, notes);
-                let lane = e.base.subagent_run_id.clone();
-                let opened = self.open(Kind::Text, &e.message_id, &lane, out, notes);
-                if opened {
-                    let assistant = e.role == TextRole::Assistant;
-                    self.remember(Space::Message, &e.message_id, &lane, assistant);
-                }
-                opened
+                let assistant = e.role == TextRole::Assistant;
+                self.start(
+                    Kind::Text,
+                    Space::Message,
+                    &e.message_id,
+                    &mut e.base,
+                    assistant,
+                    out,
+                    notes,
+                )
             }
-            Event::TextMessageContent(e) => {
-                if !self.continue_open(Kind::Text, &e.message_id, &mut e.base) {
-                    // Content for a closed or unseen id re-opens it: 1.0 clients append to the
-                    // same message.
-                    notes.push(Note::Fixup(Rule::OutOfOrder));
-                    let lane =
-                        self.owner_lane(Space::Message, &e.message_id, &e.base.subagent_run_id);
-                    e.base.subagent_run_id.clone_from(&lane);
-                    if !self.open(Kind::Text, &e.message_id, &lane, out, notes) {
-                        return;
-                    }
-                    self.remember(Space::Message, &e.message_id, &lane, true);
-                    out.push(Event::TextMessageStart(TextMessageStart {
-                        message_id: e.message_id.clone(),
+            Event::TextMessageContent(e) => self.continue_or_reopen(
+                Kind::Text,
+                Space::Message,
+                &e.message_id,
+                &mut e.base,
+                out,
+                notes,
+                |id, base| {
+                    Event::TextMessageStart(TextMessageStart {
+                        message_id: id,
                         role: Default::default(),
                         name: None,
-                        base: lane_base(&lane),
-                    }));
-                }
-                true
-            }
+                        base,
+                    })
+                },
+            ),
             Event::TextMessageEnd(e) => self.close(Kind::Text, &e.message_id, &mut e.base, notes),
             Event::ToolCallStart(e) => {
                 let renamed = self
@@ -465,45 +462,42 @@ impl RunSequencer {
                 self.open(Kind::Step, &e.step_name, &lane, out, notes)
             }
             Event::StepFinished(e) => self.close(Kind::Step, &e.step_name, &mut e.base, notes),
-            Event::ReasoningStart(e) => {
-                self.own(Space::Reasoning, &e.message_id, &mut e.base, notes);
-                let lane = e.base.subagent_run_id.clone();
-                let opened = self.open(Kind::ReasoningSpan, &e.message_id, &lane, out, notes);
-                if opened {
-                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
-                }
-                opened
-            }
+            Event::ReasoningStart(e) => self.start(
+                Kind::ReasoningSpan,
+                Space::Reasoning,
+                &e.message_id,
+                &mut e.base,
+                false,
+                out,
+                notes,
+            ),
             Event::ReasoningEnd(e) => {
                 self.close(Kind::ReasoningSpan, &e.message_id, &mut e.base, notes)
             }
-            Event::ReasoningMessageStart(e) => {
-                self.own(Space::Reasoning, &e.message_id, &mut e.base, notes);
-                let lane = e.base.subagent_run_id.clone();
-                let opened = self.open(Kind::ReasoningMessage, &e.message_id, &lane, out, notes);
-                if opened {
-                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
-                }
-                opened
-            }
-            Event::ReasoningMessageContent(e) => {
-                if !self.continue_open(Kind::ReasoningMessage, &e.message_id, &mut e.base) {
-                    notes.push(Note::Fixup(Rule::OutOfOrder));
-                    let lane =
-                        self.owner_lane(Space::Reasoning, &e.message_id, &e.base.subagent_run_id);
-                    e.base.subagent_run_id.clone_from(&lane);
-                    if !self.open(Kind::ReasoningMessage, &e.message_id, &lane, out, notes) {
-                        return;
-                    }
-                    self.remember(Space::Reasoning, &e.message_id, &lane, false);
-                    out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
-                        message_id: e.message_id.clone(),
+            Event::ReasoningMessageStart(e) => self.start(
+                Kind::ReasoningMessage,
+                Space::Reasoning,
+                &e.message_id,
+                &mut e.base,
+                false,
+                out,
+                notes,
+            ),
+            Event::ReasoningMessageContent(e) => self.continue_or_reopen(
+                Kind::ReasoningMessage,
+                Space::Reasoning,
+                &e.message_id,
+                &mut e.base,
+                out,
+                notes,
+                |id, base| {
+                    Event::ReasoningMessageStart(ReasoningMessageStart {
+                        message_id: id,
                         role: Default::default(),
-                        base: lane_base(&lane),
-                    }));
-                }
-                true
-            }
+                        base,
+                    })
+                },
+            ),
             Event::ReasoningMessageEnd(e) => {
                 self.close(Kind::ReasoningMessage, &e.message_id, &mut e.base, notes)
             }
@@ -570,6 +564,54 @@ impl RunSequencer {
         if pass {
             out.push(event);
         }
+    }
+
+    /// A start event: takes the id's owner lane, opens the entity, remembers the id.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &mut self,
+        kind: Kind,
+        space: Space,
+        id: &str,
+        base: &mut EventBase,
+        assistant: bool,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> bool {
+        self.own(space, id, base, notes);
+        let lane = base.subagent_run_id.clone();
+        let opened = self.open(kind, id, &lane, out, notes);
+        if opened {
+            self.remember(space, id, &lane, assistant);
+        }
+        opened
+    }
+
+    /// A continuation: passes with its opener's lane, or — for a closed or unseen id — re-opens
+    /// it first with `start(id, base)` (1.0 clients append to the same message).
+    #[allow(clippy::too_many_arguments)]
+    fn continue_or_reopen(
+        &mut self,
+        kind: Kind,
+        space: Space,
+        id: &str,
+        base: &mut EventBase,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+        start: impl FnOnce(String, EventBase) -> Event,
+    ) -> bool {
+        if self.continue_open(kind, id, base) {
+            return true;
+        }
+        notes.push(Note::Fixup(Rule::OutOfOrder));
+        let lane = self.owner_lane(space, id, &base.subagent_run_id);
+        base.subagent_run_id.clone_from(&lane);
+        if !self.open(kind, id, &lane, out, notes) {
+            return false;
+        }
+        self.remember(space, id, &lane, kind == Kind::Text);
+        out.push(start(id.to_string(), lane_base(&lane)));
+        true
     }
 
     /// A start for a message id the run already knows takes that id's owner lane: the client

@@ -1559,7 +1559,10 @@ fn alternatives_of_rows_13_17_and_25() {
         system_exception_passthrough: true,
         ..ReaderOptions::default()
     };
-    assert_eq!(read_with(pass, std::slice::from_ref(&exception))[0]["type"], "CUSTOM");
+    assert_eq!(
+        read_with(pass, std::slice::from_ref(&exception))[0]["type"],
+        "CUSTOM"
+    );
     assert_eq!(
         read_with(ReaderOptions::default(), &[exception])[0]["type"],
         "RUN_ERROR"
