@@ -17,6 +17,18 @@ pub enum Message {
 }
 
 impl Message {
+    /// Unknown fields of the message.
+    pub fn extra(&self) -> &Map<String, Value> {
+        match self {
+            Message::Developer(m) | Message::System(m) => &m.extra,
+            Message::Assistant(m) => &m.extra,
+            Message::User(m) => &m.extra,
+            Message::Tool(m) => &m.extra,
+            Message::Activity(m) => &m.extra,
+            Message::Reasoning(m) => &m.extra,
+        }
+    }
+
     /// Unknown fields of the message, and its metadata, for writers that fold the former into
     /// the latter.
     pub fn extra_and_metadata(

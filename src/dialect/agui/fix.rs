@@ -304,6 +304,25 @@ pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
     }
 }
 
+/// True when a typed patch needs none of row 13's repairs: rooted, valid pointers, and `from`
+/// only on move/copy.
+pub fn patch_is_canonical(ops: &[crate::event::JsonPatchOp]) -> bool {
+    use crate::event::PatchOpKind;
+    let valid = |p: &str| {
+        let b = p.as_bytes();
+        p.is_empty()
+            || (b[0] == b'/'
+                && (0..b.len()).all(|i| b[i] != b'~' || matches!(b.get(i + 1), Some(b'0' | b'1'))))
+    };
+    ops.iter().all(|op| {
+        valid(&op.path)
+            && match &op.from {
+                None => true,
+                Some(from) => matches!(op.op, PatchOpKind::Move | PatchOpKind::Copy) && valid(from),
+            }
+    })
+}
+
 /// Row 13's detection: some op's path (or `from`) is non-empty and lacks its leading `/`.
 pub fn has_unrooted_path(value: &Value) -> bool {
     let single = std::slice::from_ref(value);

@@ -81,6 +81,8 @@ pub struct AguiReader {
     thinking: Thinking,
     /// Events resolved from one object before chunk expansion; reused between calls.
     scratch: Vec<Event>,
+    /// Decode well-formed 1.0 events straight into their type (see [`canonical_event`]).
+    fast_path: bool,
 }
 
 impl AguiReader {
@@ -94,6 +96,7 @@ impl AguiReader {
             held_args: HashMap::new(),
             thinking: Thinking::default(),
             scratch: Vec::new(),
+            fast_path: true,
         }
     }
 
@@ -104,6 +107,14 @@ impl AguiReader {
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
+        if self.fast_path && self.held_args.is_empty() {
+            if let Some(event) = canonical_event(&sse.data, self.options) {
+                let first = out.len();
+                self.emit_through_chunks(event, out, notes);
+                self.track_open_text(&out[first..]);
+                return Ok(());
+            }
+        }
         match serde_json::from_slice::<Value>(&sse.data) {
             Ok(value) => self.read_value(value, sse.name.as_deref(), out, notes),
             // Several JSON objects joined by newlines in one data block (row 18).
@@ -142,7 +153,7 @@ impl AguiReader {
         let mut scratch = std::mem::take(&mut self.scratch);
         let resolved = self.resolve(map, sse_name, &mut scratch, notes);
         for event in scratch.drain(..) {
-            self.chunks.push(event, &mut self.mint, out, notes);
+            self.emit_through_chunks(event, out, notes);
         }
         self.scratch = scratch;
         self.track_open_text(&out[first..]);
@@ -432,6 +443,10 @@ impl AguiReader {
     }
 
     /// Pushes an event; a terminal first flushes held arguments and forgets open state.
+    fn emit_through_chunks(&mut self, event: Event, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        self.chunks.push(event, &mut self.mint, out, notes);
+    }
+
     fn emit(&mut self, event: Event, out: &mut Vec<Event>) {
         if event.is_terminal() {
             self.held_args.clear();
@@ -638,6 +653,53 @@ impl AguiReader {
             self.thinking.span = None;
         }
     }
+}
+
+/// The fast path: a content event that is already strict 1.0 — it decodes straight into its
+/// type, and nothing the slow path would repair is present (no unknown or snake_case keys, no
+/// `null`, no empty optional ids, a plausible integer timestamp, valid patch paths, no vendor
+/// signal) — needs no generic JSON tree. `None` sends the event down the slow path, which gives the same
+/// result for everything this accepts (tested: `fast_and_slow_paths_agree`).
+fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
+    // `null` anywhere may be a null optional field, which the slow path counts as a repair.
+    if memchr::memmem::find(data, b"null").is_some() {
+        return None;
+    }
+    let event: Event = serde_json::from_slice(data).ok()?;
+    let base = event.base();
+    if !base.extra.is_empty() || base.subagent_run_id.as_deref() == Some("") {
+        return None;
+    }
+    if let Some(ts) = base.timestamp {
+        let keep = match options.timestamps {
+            Timestamps::Normalise => fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts)),
+            Timestamps::Drop => false,
+            Timestamps::Passthrough => true,
+        };
+        if !keep {
+            return None;
+        }
+    }
+    let fits = match &event {
+        Event::ToolCallStart(e) => e.parent_message_id.as_deref() != Some(""),
+        Event::ToolCallResult(e) => !e.message_id.is_empty(),
+        Event::StateDelta(e) => fix::patch_is_canonical(&e.delta),
+        Event::ActivityDelta(e) => fix::patch_is_canonical(&e.patch),
+        Event::MessagesSnapshot(e) => e.messages.iter().all(|m| m.extra().is_empty()),
+        Event::Custom(e) => options.system_exception_passthrough || e.name != SYSTEM_EXCEPTION,
+        Event::SubagentStarted(e) => [
+            &e.parent_subagent_run_id,
+            &e.parent_tool_call_id,
+            &e.parent_message_id,
+        ]
+        .iter()
+        .all(|id| id.as_deref() != Some("")),
+        // Once per run, and they nest typed objects (outcome, interrupts, the input echo) that
+        // would silently ignore keys the slow path renames: always the slow path.
+        Event::RunStarted(_) | Event::RunFinished(_) | Event::RunError(_) => false,
+        _ => true,
+    };
+    fits.then_some(event)
 }
 
 fn malformed(what: &str) -> Failure {
