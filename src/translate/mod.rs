@@ -17,6 +17,7 @@
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
 pub mod chunks;
+mod owners;
 pub mod pipeline;
 pub mod sequencer;
 pub mod verify;

@@ -15,15 +15,14 @@
 //! [`MAX_ID_BYTES`] (beyond: `UPSTREAM_LIMIT_EXCEEDED`), and at most [`MAX_TRACKED_IDS`]
 //! remembered message and subagent ids (beyond, checks that need them degrade, never fail).
 
-use std::collections::HashMap;
-
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    Event, EventBase, Message, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
+    Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
     RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallEnd, PROTOCOL_VERSION,
 };
 
+use super::owners::{Owners, Space};
 use super::{DropKind, Note, Rule, RunIds};
 
 /// Entities open at once in one run.
@@ -65,25 +64,6 @@ struct Open {
     lane: Option<String>,
 }
 
-/// The client's id namespaces for attribution: text messages (with tool results), and
-/// reasoning (spans and messages together).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Space {
-    Message,
-    Reasoning,
-    Tool,
-}
-
-/// What the client remembers of an id for the rest of the run.
-#[derive(Debug)]
-struct Owner {
-    lane: Option<String>,
-    /// The id names an assistant text message (a valid `parentMessageId`).
-    assistant: bool,
-    /// For tool calls: the tool's name (a reused id must keep it).
-    name: Option<String>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     NotStarted,
@@ -100,12 +80,8 @@ pub struct RunSequencer {
     phase: Phase,
     /// Open entities in opening order; closing walks it backwards (innermost first).
     open: Vec<Open>,
-    /// Text message and tool-result ids of the run, and who owns them.
-    messages: HashMap<String, Owner>,
-    /// Reasoning span and message ids of the run (one namespace in the client), and owners.
-    reasoning: HashMap<String, Owner>,
-    /// Tool call ids of the run and their owners.
-    tools: HashMap<String, Owner>,
+    /// Who owns each id of the run (attribution).
+    owners: Owners,
     /// Subagents that have finished: their ids cannot be used again.
     finished_subagents: Vec<String>,
 }
@@ -117,9 +93,7 @@ impl RunSequencer {
             keep_upstream_run_ids: false,
             phase: Phase::NotStarted,
             open: Vec::new(),
-            messages: HashMap::new(),
-            reasoning: HashMap::new(),
-            tools: HashMap::new(),
+            owners: Owners::default(),
             finished_subagents: Vec::new(),
         }
     }
@@ -231,56 +205,6 @@ impl RunSequencer {
                 true
             }
             None => false,
-        }
-    }
-
-    /// Remembers an id and its owner, unless it is known or the table is full.
-    fn remember(&mut self, space: Space, id: &str, lane: &Option<String>, assistant: bool) {
-        self.remember_named(space, id, lane, assistant, None);
-    }
-
-    fn remember_named(
-        &mut self,
-        space: Space,
-        id: &str,
-        lane: &Option<String>,
-        assistant: bool,
-        name: Option<&str>,
-    ) {
-        let table = self.table_mut(space);
-        if table.len() < MAX_TRACKED_IDS && !table.contains_key(id) {
-            table.insert(
-                id.to_string(),
-                Owner {
-                    lane: lane.clone(),
-                    assistant,
-                    name: name.map(str::to_owned),
-                },
-            );
-        }
-    }
-
-    fn table(&self, space: Space) -> &HashMap<String, Owner> {
-        match space {
-            Space::Message => &self.messages,
-            Space::Reasoning => &self.reasoning,
-            Space::Tool => &self.tools,
-        }
-    }
-
-    fn table_mut(&mut self, space: Space) -> &mut HashMap<String, Owner> {
-        match space {
-            Space::Message => &mut self.messages,
-            Space::Reasoning => &mut self.reasoning,
-            Space::Tool => &mut self.tools,
-        }
-    }
-
-    /// The lane an id belongs to, when the run has seen it; `lane` otherwise.
-    fn owner_lane(&self, space: Space, id: &str, lane: &Option<String>) -> Option<String> {
-        match self.table(space).get(id) {
-            Some(owner) => owner.lane.clone(),
-            None => lane.clone(),
         }
     }
 
@@ -404,11 +328,10 @@ impl RunSequencer {
             ),
             Event::TextMessageEnd(e) => self.close(Kind::Text, &e.message_id, &mut e.base, notes),
             Event::ToolCallStart(e) => {
-                let renamed = self
-                    .tools
-                    .get(&e.tool_call_id)
-                    .and_then(|o| o.name.as_deref());
-                if renamed.is_some_and(|name| name != e.tool_call_name) {
+                if self
+                    .owners
+                    .is_renamed_tool(&e.tool_call_id, &e.tool_call_name)
+                {
                     // A reused id under another tool's name would rewrite the earlier call in the
                     // client's history: drop the start (its arguments and end follow it out).
                     notes.push(Note::Dropped(DropKind::DuplicateStart));
@@ -417,16 +340,7 @@ impl RunSequencer {
                 self.own(Space::Tool, &e.tool_call_id, &mut e.base, notes);
                 let lane = e.base.subagent_run_id.clone();
                 if let Some(parent) = &e.parent_message_id {
-                    // The client attaches the call to the message with that id (reasoning
-                    // messages included): it must be an assistant message of the same lane, or
-                    // the client warns or rejects. Unknown ids are fine (the client creates the
-                    // assistant message).
-                    let fits = !self.reasoning.contains_key(parent)
-                        && self
-                            .messages
-                            .get(parent)
-                            .is_none_or(|owner| owner.assistant && owner.lane == lane);
-                    if !fits {
+                    if !self.owners.is_valid_parent(parent, &lane) {
                         notes.push(Note::Fixup(Rule::Attribution));
                         e.parent_message_id = None;
                     }
@@ -434,7 +348,8 @@ impl RunSequencer {
                 let opened = self.open(Kind::Tool, &e.tool_call_id, &lane, out, notes);
                 if opened {
                     let name = Some(e.tool_call_name.as_str());
-                    self.remember_named(Space::Tool, &e.tool_call_id, &lane, false, name);
+                    self.owners
+                        .remember(Space::Tool, &e.tool_call_id, &lane, false, name);
                 }
                 opened
             }
@@ -454,7 +369,8 @@ impl RunSequencer {
                 }
                 self.own(Space::Message, &e.message_id, &mut e.base, notes);
                 let lane = e.base.subagent_run_id.clone();
-                self.remember(Space::Message, &e.message_id, &lane, false);
+                self.owners
+                    .remember(Space::Message, &e.message_id, &lane, false, None);
                 true
             }
             Event::StepStarted(e) => {
@@ -537,20 +453,7 @@ impl RunSequencer {
                 // would vanish under their next event, so they end here (a later event for one
                 // of them re-opens it), and the snapshot's ids take owners like any message.
                 self.close_streaming(out, notes);
-                for message in &snapshot.messages {
-                    let (space, id, lane, assistant) = message_owner(message);
-                    let lane = lane.cloned();
-                    // A snapshot re-declares owners, as the client does.
-                    self.table_mut(space).remove(id);
-                    self.remember(space, id, &lane, assistant);
-                    if let Message::Assistant(m) = message {
-                        for call in m.tool_calls.iter().flatten() {
-                            let name = Some(call.function.name.as_str());
-                            self.tools.remove(&call.id);
-                            self.remember_named(Space::Tool, &call.id, &lane, false, name);
-                        }
-                    }
-                }
+                self.owners.declare_snapshot(&snapshot.messages);
                 true
             }
             Event::StateSnapshot(_)
@@ -582,7 +485,7 @@ impl RunSequencer {
         let lane = base.subagent_run_id.clone();
         let opened = self.open(kind, id, &lane, out, notes);
         if opened {
-            self.remember(space, id, &lane, assistant);
+            self.owners.remember(space, id, &lane, assistant, None);
         }
         opened
     }
@@ -604,12 +507,13 @@ impl RunSequencer {
             return true;
         }
         notes.push(Note::Fixup(Rule::OutOfOrder));
-        let lane = self.owner_lane(space, id, &base.subagent_run_id);
+        let lane = self.owners.lane_of(space, id, &base.subagent_run_id);
         base.subagent_run_id.clone_from(&lane);
         if !self.open(kind, id, &lane, out, notes) {
             return false;
         }
-        self.remember(space, id, &lane, kind == Kind::Text);
+        self.owners
+            .remember(space, id, &lane, kind == Kind::Text, None);
         out.push(start(id.to_string(), lane_base(&lane)));
         true
     }
@@ -617,7 +521,7 @@ impl RunSequencer {
     /// A start for a message id the run already knows takes that id's owner lane: the client
     /// keeps the first owner of an id for the whole run.
     fn own(&self, space: Space, id: &str, base: &mut EventBase, notes: &mut Vec<Note>) {
-        if let Some(owner) = self.table(space).get(id) {
+        if let Some(owner) = self.owners.get(space, id) {
             if owner.lane != base.subagent_run_id {
                 notes.push(Note::Fixup(Rule::Attribution));
                 base.subagent_run_id.clone_from(&owner.lane);
@@ -631,20 +535,6 @@ impl RunSequencer {
             self.finished_subagents.push(id);
         }
         closed
-    }
-}
-
-/// The namespace, id, owner lane and assistant-ness of a snapshot message.
-fn message_owner(message: &Message) -> (Space, &str, Option<&String>, bool) {
-    match message {
-        Message::Assistant(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), true),
-        Message::Developer(m) | Message::System(m) => {
-            (Space::Message, &m.id, m.subagent_run_id.as_ref(), false)
-        }
-        Message::User(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
-        Message::Tool(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
-        Message::Activity(m) => (Space::Message, &m.id, m.subagent_run_id.as_ref(), false),
-        Message::Reasoning(m) => (Space::Reasoning, &m.id, m.subagent_run_id.as_ref(), false),
     }
 }
 

@@ -3,9 +3,12 @@
 //!
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
+mod args;
+mod fast;
 mod fix;
 mod read;
 mod request;
+mod thinking;
 mod write;
 
 pub use fix::Timestamps;

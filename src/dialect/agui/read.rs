@@ -5,32 +5,28 @@
 //! not JSON is fatal for the run, `UPSTREAM_MALFORMED`), resolve the type (`type`, else an
 //! `event` key, else the SSE `event:` name; spelling and renames, rows 2/14/16), rename keys
 //! (rows 1/7), fix values (rows 3, 6, 8, 9, 10, 13, 17, 25, 27), decode into the canonical type,
-//! then expand chunks (row 11) and legacy thinking (row 12). A known type whose fields still do
-//! not fit is dropped and noted, never passed on half-valid.
+//! then expand chunks (row 11) and legacy thinking (row 12, `thinking`). A known type whose
+//! fields still do not fit is dropped and noted, never passed on half-valid. Held tool
+//! arguments (rows 6, 7) live in `args`; events that are already strict 1.0 skip all of this
+//! through `fast`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::args::{args_event, ToolArgs, MAX_HELD_ARGS_BYTES};
+use super::fast;
 use super::fix::{self, Timestamps};
+use super::thinking::Thinking;
 use crate::error::{ErrorCode, Failure};
-use crate::event::{
-    Event, EventBase, EventType, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
-    ReasoningMessageStart, ReasoningStart, RunAgentInput, RunError, TextMessageStart, ToolCallArgs,
-};
+use crate::event::{Event, EventBase, EventType, RunAgentInput, RunError, TextMessageStart};
 use crate::mapping::AguiAliases;
 use crate::sse::SseEvent;
 use crate::translate::chunks::ChunkExpander;
 use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
 
-/// Tool calls whose arguments may be held at once; beyond, object deltas pass on as text.
-const MAX_HELD_CALLS: usize = 1024;
-/// Object arguments held for one call (`translation.md` §5: the tool-argument buffer).
-const MAX_HELD_ARGS_BYTES: usize = 1 << 20;
-
 /// The name of the `CUSTOM` event some vendors use as a global error signal (row 25).
-const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
+pub(super) const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
 
 /// Per-route choices where `dialects.md` offers alternatives; the defaults are its defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,31 +39,6 @@ pub struct ReaderOptions {
     pub system_exception_passthrough: bool,
 }
 
-/// Arguments held back for one open tool call (rows 6 and 7).
-#[derive(Debug, Default)]
-struct HeldArgs {
-    /// A string `TOOL_CALL_ARGS` has been emitted for the call.
-    saw_string: bool,
-    /// Object deltas, shallow-merged, emitted as one ARGS before the END.
-    merged: Option<Map<String, Value>>,
-    /// Compact size of the object deltas merged so far.
-    merged_bytes: usize,
-    /// Base fields of the first object delta, carried by the merged ARGS.
-    merged_base: Option<EventBase>,
-    /// An `args` object on START or END, used only when no ARGS arrived at all.
-    fallback: Option<Value>,
-}
-
-/// Legacy `THINKING_*` state (row 12).
-#[derive(Debug, Default)]
-struct Thinking {
-    /// The open span and whether the reader synthesised it.
-    span: Option<(String, bool)>,
-    /// The span's id already names one of its messages; later ones get fresh ids.
-    span_id_used: bool,
-    message: Option<String>,
-}
-
 /// See the module docs.
 #[derive(Debug)]
 pub struct AguiReader {
@@ -77,11 +48,11 @@ pub struct AguiReader {
     chunks: ChunkExpander,
     /// Open text messages per lane, to resolve events that lack a `messageId` (row 10).
     open_text: Vec<(Option<String>, String)>,
-    held_args: HashMap<String, HeldArgs>,
+    held_args: ToolArgs,
     thinking: Thinking,
     /// Events resolved from one object before chunk expansion; reused between calls.
     scratch: Vec<Event>,
-    /// Decode well-formed 1.0 events straight into their type (see [`canonical_event`]).
+    /// Decode well-formed 1.0 events straight into their type (see `fast::canonical_event`).
     fast_path: bool,
 }
 
@@ -93,7 +64,7 @@ impl AguiReader {
             mint: IdMint::new(&ids.run_id),
             chunks: ChunkExpander::default(),
             open_text: Vec::new(),
-            held_args: HashMap::new(),
+            held_args: ToolArgs::default(),
             thinking: Thinking::default(),
             scratch: Vec::new(),
             fast_path: true,
@@ -108,9 +79,9 @@ impl AguiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         if self.fast_path && self.held_args.is_empty() {
-            if let Some(event) = canonical_event(&sse.data, self.options) {
+            if let Some(event) = fast::canonical_event(&sse.data, self.options) {
                 let first = out.len();
-                self.emit_through_chunks(event, out, notes);
+                self.chunks.push(event, &mut self.mint, out, notes);
                 self.track_open_text(&out[first..]);
                 return Ok(());
             }
@@ -153,7 +124,7 @@ impl AguiReader {
         let mut scratch = std::mem::take(&mut self.scratch);
         let resolved = self.resolve(map, sse_name, &mut scratch, notes);
         for event in scratch.drain(..) {
-            self.emit_through_chunks(event, out, notes);
+            self.chunks.push(event, &mut self.mint, out, notes);
         }
         self.scratch = scratch;
         self.track_open_text(&out[first..]);
@@ -176,7 +147,8 @@ impl AguiReader {
         fix::snake_keys(&mut map, &aliases, notes);
         if spelled.starts_with("THINKING") {
             fix::base_fields(&mut map, self.options.timestamps, notes);
-            self.legacy_thinking(&spelled, map, out, notes);
+            self.thinking
+                .read(&spelled, map, &mut self.mint, out, notes);
             return Ok(());
         }
         // A 1.0 name first (the common case, no hashing), then the rename table.
@@ -254,7 +226,7 @@ impl AguiReader {
             EventType::RunFinished => {
                 missing_run_ids(map, notes);
                 fix_outcome(map, &self.aliases, notes);
-                self.flush_all_held_args(out);
+                self.held_args.flush_all(out);
             }
             EventType::ToolCallChunk => {
                 if let Some(delta) = map.get_mut("delta").filter(|d| !d.is_string()) {
@@ -312,7 +284,7 @@ impl AguiReader {
             EventType::ToolCallStart => {
                 if let Some(args) = map.remove("args") {
                     notes.push(Note::Fixup(Rule::FieldAlias));
-                    if let Some(held) = self.hold(tool_call_id(map), notes) {
+                    if let Some(held) = self.held_args.hold(tool_call_id(map), notes) {
                         held.fallback = Some(args);
                     }
                 }
@@ -340,7 +312,7 @@ impl AguiReader {
                         let base = serde_json::from_value::<EventBase>(Value::Object(rest))
                             .unwrap_or_default();
                         let text_len = fix::compact(&Value::Object(obj.clone())).len();
-                        match self.hold(id.clone(), notes) {
+                        match self.held_args.hold(id.clone(), notes) {
                             Some(held) if !held.saw_string => {
                                 held.merged_bytes += text_len;
                                 if held.merged_bytes > MAX_HELD_ARGS_BYTES {
@@ -376,11 +348,11 @@ impl AguiReader {
                 let id = tool_call_id(map);
                 if let Some(args) = map.remove("args") {
                     notes.push(Note::Fixup(Rule::FieldAlias));
-                    if let Some(held) = self.hold(id.clone(), notes) {
+                    if let Some(held) = self.held_args.hold(id.clone(), notes) {
                         held.fallback = Some(args);
                     }
                 }
-                self.flush_held_args(&id, out);
+                self.held_args.flush(&id, out);
             }
             EventType::ToolCallResult => {
                 fix::tool_result_content(map, notes);
@@ -393,7 +365,7 @@ impl AguiReader {
                     map.insert("messageId".into(), self.mint.next('t').into());
                 }
                 let id = tool_call_id(map);
-                self.flush_held_args(&id, out);
+                self.held_args.flush(&id, out);
             }
             EventType::StateDelta => {
                 if let Some(delta) = map.get_mut("delta") {
@@ -442,52 +414,13 @@ impl AguiReader {
         Ok(true)
     }
 
-    /// Pushes an event; a terminal first flushes held arguments and forgets open state.
-    fn emit_through_chunks(&mut self, event: Event, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
-        self.chunks.push(event, &mut self.mint, out, notes);
-    }
-
+    /// Pushes an event; a terminal forgets held arguments and legacy thinking state.
     fn emit(&mut self, event: Event, out: &mut Vec<Event>) {
         if event.is_terminal() {
             self.held_args.clear();
             self.thinking = Thinking::default();
         }
         out.push(event);
-    }
-
-    /// The held state of a call, created on demand; `None` when too many calls are held.
-    fn hold(&mut self, id: String, notes: &mut Vec<Note>) -> Option<&mut HeldArgs> {
-        if self.held_args.len() >= MAX_HELD_CALLS && !self.held_args.contains_key(&id) {
-            notes.push(Note::Dropped(DropKind::Lossy));
-            return None;
-        }
-        Some(self.held_args.entry(id).or_default())
-    }
-
-    /// Emits what a call's ARGS never carried, just before its END or RESULT.
-    fn flush_held_args(&mut self, id: &str, out: &mut Vec<Event>) {
-        let Some(held) = self.held_args.remove(id) else {
-            return;
-        };
-        if let Some(merged) = held.merged {
-            let mut event = args_event(id.to_owned(), fix::compact(&Value::Object(merged)));
-            *event.base_mut() = held.merged_base.unwrap_or_default();
-            out.push(event);
-        } else if let (false, Some(fallback)) = (held.saw_string, held.fallback) {
-            let text = match fallback {
-                Value::String(s) => s,
-                other => fix::compact(&other),
-            };
-            out.push(args_event(id.to_owned(), text));
-        }
-    }
-
-    fn flush_all_held_args(&mut self, out: &mut Vec<Event>) {
-        let mut ids: Vec<String> = self.held_args.keys().cloned().collect();
-        ids.sort();
-        for id in ids {
-            self.flush_held_args(&id, out);
-        }
     }
 
     fn single_open_text(&self, lane: Option<&str>) -> Option<String> {
@@ -513,193 +446,6 @@ impl AguiReader {
             }
         }
     }
-
-    /// Row 12: legacy `THINKING_*` → `REASONING_*`, with a synthetic span around messages that
-    /// have none; `title` and other legacy extras are dropped.
-    fn legacy_thinking(
-        &mut self,
-        spelled: &str,
-        map: Map<String, Value>,
-        out: &mut Vec<Event>,
-        notes: &mut Vec<Note>,
-    ) {
-        notes.push(Note::Fixup(Rule::LegacyThinking));
-        let given_id = map
-            .get("messageId")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let base = EventBase {
-            timestamp: map.get("timestamp").and_then(Value::as_i64),
-            raw_event: map.get("rawEvent").cloned(),
-            metadata: map.get("metadata").and_then(Value::as_object).cloned(),
-            subagent_run_id: map
-                .get("subagentRunId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            extra: Map::new(),
-        };
-        match spelled {
-            "THINKING_START" => {
-                if self.thinking.span.is_some() {
-                    notes.push(Note::Dropped(DropKind::DuplicateStart));
-                    return;
-                }
-                let id = given_id.unwrap_or_else(|| self.mint.next('r'));
-                self.thinking.span = Some((id.clone(), false));
-                self.thinking.span_id_used = false;
-                out.push(Event::ReasoningStart(ReasoningStart {
-                    message_id: id,
-                    base,
-                }));
-            }
-            "THINKING_END" => {
-                self.close_thinking_message(EventBase::default(), out);
-                match self.thinking.span.take() {
-                    Some((id, _)) => out.push(Event::ReasoningEnd(ReasoningEnd {
-                        message_id: id,
-                        base,
-                    })),
-                    None => notes.push(Note::Dropped(DropKind::Orphan)),
-                }
-            }
-            "THINKING_TEXT_MESSAGE_START" => {
-                self.close_thinking_message(EventBase::default(), out);
-                self.open_thinking_message(given_id, base, out);
-            }
-            "THINKING_TEXT_MESSAGE_CONTENT" | "THINKING_CONTENT" => {
-                if self.thinking.message.is_none() {
-                    // The synthesised start belongs to the same subagent as the content.
-                    let start_base = EventBase {
-                        subagent_run_id: base.subagent_run_id.clone(),
-                        ..EventBase::default()
-                    };
-                    self.open_thinking_message(given_id, start_base, out);
-                }
-                let delta = match map.get("delta") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v) if !v.is_null() => fix::compact(v),
-                    _ => String::new(),
-                };
-                if let Some(id) = self.thinking.message.clone() {
-                    out.push(Event::ReasoningMessageContent(ReasoningMessageContent {
-                        message_id: id,
-                        delta,
-                        base,
-                    }));
-                }
-            }
-            "THINKING_TEXT_MESSAGE_END" => {
-                if self.thinking.message.is_none() {
-                    notes.push(Note::Dropped(DropKind::Orphan));
-                    return;
-                }
-                self.close_thinking_message(base, out);
-            }
-            _ => notes.push(Note::Dropped(DropKind::UnknownType)),
-        }
-    }
-
-    fn open_thinking_message(
-        &mut self,
-        given: Option<String>,
-        base: EventBase,
-        out: &mut Vec<Event>,
-    ) {
-        let id = match (&self.thinking.span, given) {
-            (_, Some(id)) => id,
-            (Some((span, _)), None) if !self.thinking.span_id_used => span.clone(),
-            _ => self.mint.next('r'),
-        };
-        if self
-            .thinking
-            .span
-            .as_ref()
-            .is_some_and(|(span, _)| *span == id)
-        {
-            self.thinking.span_id_used = true;
-        }
-        if self.thinking.span.is_none() {
-            self.thinking.span = Some((id.clone(), true));
-            self.thinking.span_id_used = true;
-            out.push(Event::ReasoningStart(ReasoningStart {
-                message_id: id.clone(),
-                base: EventBase {
-                    subagent_run_id: base.subagent_run_id.clone(),
-                    ..EventBase::default()
-                },
-            }));
-        }
-        self.thinking.message = Some(id.clone());
-        out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
-            message_id: id,
-            role: Default::default(),
-            base,
-        }));
-    }
-
-    fn close_thinking_message(&mut self, base: EventBase, out: &mut Vec<Event>) {
-        let Some(id) = self.thinking.message.take() else {
-            return;
-        };
-        out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
-            message_id: id,
-            base,
-        }));
-        if let Some((span, true)) = &self.thinking.span {
-            out.push(Event::ReasoningEnd(ReasoningEnd {
-                message_id: span.clone(),
-                base: EventBase::default(),
-            }));
-            self.thinking.span = None;
-        }
-    }
-}
-
-/// The fast path: a content event that is already strict 1.0 — it decodes straight into its
-/// type, and nothing the slow path would repair is present (no unknown or snake_case keys, no
-/// `null`, no empty optional ids, a plausible integer timestamp, valid patch paths, no vendor
-/// signal) — needs no generic JSON tree. `None` sends the event down the slow path, which gives the same
-/// result for everything this accepts (tested: `fast_and_slow_paths_agree`).
-fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
-    // `null` anywhere may be a null optional field, which the slow path counts as a repair.
-    if memchr::memmem::find(data, b"null").is_some() {
-        return None;
-    }
-    let event: Event = serde_json::from_slice(data).ok()?;
-    let base = event.base();
-    if !base.extra.is_empty() || base.subagent_run_id.as_deref() == Some("") {
-        return None;
-    }
-    if let Some(ts) = base.timestamp {
-        let keep = match options.timestamps {
-            Timestamps::Normalise => fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts)),
-            Timestamps::Drop => false,
-            Timestamps::Passthrough => true,
-        };
-        if !keep {
-            return None;
-        }
-    }
-    let fits = match &event {
-        Event::ToolCallStart(e) => e.parent_message_id.as_deref() != Some(""),
-        Event::ToolCallResult(e) => !e.message_id.is_empty(),
-        Event::StateDelta(e) => fix::patch_is_canonical(&e.delta),
-        Event::ActivityDelta(e) => fix::patch_is_canonical(&e.patch),
-        Event::MessagesSnapshot(e) => e.messages.iter().all(|m| m.extra().is_empty()),
-        Event::Custom(e) => options.system_exception_passthrough || e.name != SYSTEM_EXCEPTION,
-        Event::SubagentStarted(e) => [
-            &e.parent_subagent_run_id,
-            &e.parent_tool_call_id,
-            &e.parent_message_id,
-        ]
-        .iter()
-        .all(|id| id.as_deref() != Some("")),
-        // Once per run, and they nest typed objects (outcome, interrupts, the input echo) that
-        // would silently ignore keys the slow path renames: always the slow path.
-        Event::RunStarted(_) | Event::RunFinished(_) | Event::RunError(_) => false,
-        _ => true,
-    };
-    fits.then_some(event)
 }
 
 fn malformed(what: &str) -> Failure {
@@ -754,14 +500,6 @@ fn tool_call_id(map: &Map<String, Value>) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-fn args_event(tool_call_id: String, delta: String) -> Event {
-    Event::ToolCallArgs(ToolCallArgs {
-        tool_call_id,
-        delta,
-        base: EventBase::default(),
-    })
 }
 
 /// Row 27: an unknown outcome type, or an interrupt without interrupts, reads as success.
