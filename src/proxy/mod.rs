@@ -14,9 +14,12 @@
 //!    is a terminal event in the client's dialect (idle timeout, truncation, malformed or
 //!    oversized events).
 //!
-//! Cancellation: hyper drops the service future when the client goes away while the upstream
-//! is connecting or has not answered yet, and drops the body when it goes away mid-stream;
-//! either drop closes the upstream connection. Nothing is spawned per request.
+//! Cancellation: hyper drops the service future when the client goes away (or, on HTTP/2,
+//! resets the stream) while the upstream is connecting or has not answered yet, and drops the
+//! body when it goes away mid-stream; either drop closes the upstream connection. Nothing is
+//! spawned per request beyond what hyper's HTTP/2 server spawns per stream.
+//!
+//! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port.
 
 pub mod admin;
 mod body;
@@ -38,7 +41,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
@@ -122,6 +125,10 @@ pub async fn serve(
     });
     shared.ready.store(true, Ordering::SeqCst);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex.
+    let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    protocols.http1().timer(TokioTimer::new());
+    protocols.http2().timer(TokioTimer::new());
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -143,12 +150,12 @@ pub async fn serve(
             let gateway = Arc::clone(&gateway);
             async move { Ok::<_, Infallible>(gateway.handle(request).await) }
         });
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
+        let connection = protocols
             .serve_connection(
                 TokioIo::new(StallGuard::new(stream, stall_timeout)),
                 service,
-            );
+            )
+            .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(
             async move {
