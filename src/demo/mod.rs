@@ -34,7 +34,7 @@
 //! `POST` with a valid body answers `200`, `content-type: text/event-stream`, `cache-control:
 //! no-cache`, no `content-length`. A body that is not a `RunAgentInput` answers `400` with
 //! `{"error":{"code":"INVALID_REQUEST","message":…}}`, the message naming the field serde
-//! stumbled on; a body over [`MAX_REQUEST_BYTES`] answers `413` (`REQUEST_TOO_LARGE`); any
+//! stumbled on; a body over [`MAX_REQUEST_BYTES`] answers `413` (`PAYLOAD_TOO_LARGE`); any
 //! other method answers `405` (`METHOD_NOT_ALLOWED`) with the same shape.
 //!
 //! Must not import `proxy`, `aap` or `session`: the gateway uses the agent, not the reverse.
@@ -42,6 +42,8 @@
 pub mod script;
 
 pub use script::script;
+
+use crate::error::{ErrorCode, Failure};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -53,7 +55,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
@@ -242,11 +244,7 @@ async fn respond(
     debug!(%method, path = request.uri().path(), "demo request");
     if method != Method::POST {
         let message = format!("the demo agent answers POST only, not {method}");
-        let mut response = error_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "METHOD_NOT_ALLOWED",
-            &message,
-        );
+        let mut response = error_response(ErrorCode::MethodNotAllowed, &message);
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("POST"));
@@ -261,20 +259,12 @@ async fn respond(
         Err(error) if error.is::<LengthLimitError>() => {
             let message = format!("the request body exceeds {MAX_REQUEST_BYTES} bytes");
             debug!(%message, "demo request rejected");
-            return Ok(error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "REQUEST_TOO_LARGE",
-                &message,
-            ));
+            return Ok(error_response(ErrorCode::PayloadTooLarge, &message));
         }
         Err(error) => {
             let message = format!("could not read the request body: {error}");
             debug!(%message, "demo request rejected");
-            return Ok(error_response(
-                StatusCode::BAD_REQUEST,
-                "INVALID_REQUEST",
-                &message,
-            ));
+            return Ok(error_response(ErrorCode::InvalidRequest, &message));
         }
     };
 
@@ -283,11 +273,7 @@ async fn respond(
         Err(error) => {
             let message = format!("invalid RunAgentInput: {error}");
             debug!(%message, "demo request rejected");
-            return Ok(error_response(
-                StatusCode::BAD_REQUEST,
-                "INVALID_REQUEST",
-                &message,
-            ));
+            return Ok(error_response(ErrorCode::InvalidRequest, &message));
         }
     };
     debug!(
@@ -307,10 +293,11 @@ async fn respond(
 }
 
 /// `{"error":{"code":…,"message":…}}` with `status`.
-fn error_response(status: StatusCode, code: &str, message: &str) -> Response<ReplyBody> {
-    let body = serde_json::json!({"error": {"code": code, "message": message}}).to_string();
+/// The gateway's error shape and statuses (`crate::error`), so both speak alike.
+fn error_response(code: ErrorCode, message: &str) -> Response<ReplyBody> {
+    let body = Failure::new(code, message).to_json_body();
     let mut response = Response::new(Either::Right(Full::new(Bytes::from(body))));
-    *response.status_mut() = status;
+    *response.status_mut() = code.http_status();
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

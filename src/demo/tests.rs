@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use super::script::{BACKEND_TOOL, MULTI_BYTE_GREETING};
 use super::*;
 use crate::event::{MessageContent, RunOutcome};
+use http::StatusCode;
 
 // === fixtures ===
 
@@ -475,6 +476,6 @@ async fn the_server_answers_405_to_other_methods_and_413_to_huge_bodies() {
     let huge = vec![b' '; MAX_REQUEST_BYTES + 1];
     let (status, _, body) = send(addr, Method::POST, huge).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(error_of(&body).0, "REQUEST_TOO_LARGE");
+    assert_eq!(error_of(&body).0, "PAYLOAD_TOO_LARGE");
     server.abort();
 }
