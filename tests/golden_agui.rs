@@ -2,6 +2,8 @@
 //! documents and `specs/dialects.md`. Each case is run whole and fed one byte at a time; both
 //! must equal the expected stream event for event (JSON values) with canonical framing.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
@@ -60,20 +62,6 @@ fn events(bytes: &[u8], what: &str) -> Vec<Value> {
         .collect()
 }
 
-fn diff(expected: &[Value], actual: &[Value]) -> String {
-    let mut report = String::new();
-    for i in 0..expected.len().max(actual.len()) {
-        let (e, a) = (expected.get(i), actual.get(i));
-        let mark = if e == a { " " } else { "!" };
-        report.push_str(&format!(
-            "{mark} {i:>2} expected {}\n{mark}    actual   {}\n",
-            e.map_or("<none>".into(), Value::to_string),
-            a.map_or("<none>".into(), Value::to_string)
-        ));
-    }
-    report
-}
-
 #[test]
 fn every_fixture_normalises_to_its_expected_stream() {
     let mut failures = Vec::new();
@@ -84,7 +72,10 @@ fn every_fixture_normalises_to_its_expected_stream() {
         let whole = translate_all(spec(&case), &input).unwrap();
         let actual = events(&whole, &name);
         if actual != expected {
-            failures.push(format!("== {name}\n{}", diff(&expected, &actual)));
+            failures.push(format!(
+                "== {name}\n{}",
+                support::diff_events(&expected, &actual)
+            ));
             continue;
         }
         // Byte by byte: the same bytes, whatever the read boundaries.

@@ -793,7 +793,7 @@ fn check_fixture(case: &str, upstream: &str, dir: &Path) -> Vec<String> {
     {
         Ok(wire) if wire != expected => problems.push(format!(
             "the gateway's bytes differ from {case}.out:\n{}",
-            diff(&expected, &wire)
+            support::diff_events(&expected, &wire)
         )),
         Ok(_) => {}
         Err(e) => problems.push(format!("capture {}: {e}", capture.display())),
@@ -809,20 +809,6 @@ fn check_fixture(case: &str, upstream: &str, dir: &Path) -> Vec<String> {
         ));
     }
     problems
-}
-
-fn diff(expected: &[Value], actual: &[Value]) -> String {
-    let mut report = String::new();
-    for i in 0..expected.len().max(actual.len()) {
-        let (e, a) = (expected.get(i), actual.get(i));
-        let mark = if e == a { " " } else { "!" };
-        report.push_str(&format!(
-            "{mark} {i:>2} expected {}\n{mark}    actual   {}\n",
-            e.map_or("<none>".into(), Value::to_string),
-            a.map_or("<none>".into(), Value::to_string)
-        ));
-    }
-    report
 }
 
 #[test]

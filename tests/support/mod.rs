@@ -163,3 +163,18 @@ pub fn assert_prefix_then_terminal<'a>(
     }
     events.last().unwrap()
 }
+
+/// A line-by-line comparison of two event lists, `!` marking the lines that differ.
+pub fn diff_events(expected: &[Value], actual: &[Value]) -> String {
+    let mut report = String::new();
+    for i in 0..expected.len().max(actual.len()) {
+        let (e, a) = (expected.get(i), actual.get(i));
+        let mark = if e == a { " " } else { "!" };
+        report.push_str(&format!(
+            "{mark} {i:>2} expected {}\n{mark}    actual   {}\n",
+            e.map_or("<none>".into(), Value::to_string),
+            a.map_or("<none>".into(), Value::to_string)
+        ));
+    }
+    report
+}
