@@ -17,7 +17,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use super::{find_bytes, header_value, parse_head, PATIENCE};
+use super::{find_bytes, header_value, header_values, parse_head, PATIENCE};
 
 /// An HTTP request to send.
 #[derive(Clone, Debug)]
@@ -256,11 +256,7 @@ impl Response {
     }
 
     pub fn header_all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
+        header_values(&self.headers, name)
     }
 
     /// The decoded body bytes received so far (chunk framing removed).

@@ -139,10 +139,16 @@ pub(crate) fn parse_head(head: &[u8]) -> (String, Vec<(String, String)>) {
 
 /// First value of a header (name compared case-insensitively).
 pub(crate) fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    header_values(headers, name).into_iter().next()
+}
+
+/// Every value of a header, case-insensitively by name, in order.
+pub(crate) fn header_values<'a>(headers: &'a [(String, String)], name: &str) -> Vec<&'a str> {
     headers
         .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 /// Asserts `events` is exactly: each of `expected_before` (field subset match, same order),

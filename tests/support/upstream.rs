@@ -24,7 +24,7 @@ use tokio::{
     task::AbortHandle,
 };
 
-use super::{find_bytes, header_value, parse_head};
+use super::{find_bytes, header_value, header_values, parse_head};
 
 /// One timed action of a scripted response body.
 #[derive(Clone, Debug)]
@@ -158,11 +158,7 @@ impl RecordedRequest {
     }
 
     pub fn header_all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
+        header_values(&self.headers, name)
     }
 
     pub fn has_header(&self, name: &str) -> bool {
