@@ -10,7 +10,8 @@ use bytes::BytesMut;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, Overrides, RawLimits};
-use crate::dialect::agui::read_request;
+use crate::dialect::hai::{DeltaEncoding, HaiOptions, ToolArgsEncoding};
+use crate::dialect::read_request;
 use crate::dialect::Dialect;
 use crate::mapping::Mappings;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
@@ -127,6 +128,12 @@ struct TranslateArgs {
     /// Largest event in bytes.
     #[arg(long, default_value_t = config::DEFAULT_MAX_EVENT_BYTES as u64)]
     max_event_bytes: u64,
+    /// HAI output: business delta encoding (json_string, object, plain_text).
+    #[arg(long, default_value = "json_string")]
+    hai_delta_encoding: DeltaEncoding,
+    /// HAI output: tool arguments (whole_json_string, object, stream).
+    #[arg(long, default_value = "whole_json_string")]
+    hai_tool_args: ToolArgsEncoding,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -273,24 +280,36 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         Some(dir) => Mappings::load(dir)?,
         None => Mappings::builtin(),
     };
-    let ids = match &args.request {
+    let mut hai = HaiOptions::default();
+    hai.writer.delta_encoding = args.hai_delta_encoding;
+    hai.writer.tool_args = args.hai_tool_args;
+    let (ids, tools) = match &args.request {
         Some(path) => {
             let body =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let input = read_request(&body, &mappings.agui)
+            // The request is the client's, so it is read in the output dialect.
+            let mut new_id = || uuid::Uuid::new_v4().to_string();
+            let input = read_request(args.to, &body, &mappings, &hai, &mut new_id)
                 .map_err(|f| anyhow::anyhow!("{}: {}", path.display(), f.message))?;
-            RunIds {
+            let tools = input.tools.iter().map(|t| t.name.clone()).collect();
+            let ids = RunIds {
                 thread_id: input.thread_id,
                 run_id: input.run_id,
-            }
+            };
+            (ids, tools)
         }
-        None => RunIds {
-            thread_id: args.thread_id,
-            run_id: args.run_id,
-        },
+        None => {
+            let ids = RunIds {
+                thread_id: args.thread_id,
+                run_id: args.run_id,
+            };
+            (ids, Vec::new())
+        }
     };
     let mut spec = PipelineSpec::new(args.from, args.to, ids);
     spec.mappings = mappings;
+    spec.hai = hai;
+    spec.tools = tools;
     spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
     let mut pipeline = Pipeline::new(spec)?;
     let mut input: Box<dyn Read> = match args.file.as_deref() {

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
+use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
 use crate::mapping::{MappingError, Mappings};
 
@@ -55,6 +56,8 @@ pub struct Route {
     pub reader: ReaderOptions,
     /// How the upstream wants its request (`[routes.agui]`).
     pub request_profile: RequestProfile,
+    /// HAI reader and writer profile (`[routes.hai]`).
+    pub hai: HaiOptions,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +160,68 @@ struct RawRoute {
     unknown_fields: Option<Spanned<String>>,
     #[serde(default)]
     agui: RawAguiOptions,
+    #[serde(default)]
+    hai: RawHaiOptions,
+}
+
+/// `[routes.hai]`: HAI's writer profile and reader choices (`translation.md` §0.1, `hai.md` §9).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHaiOptions {
+    delta_encoding: Option<Spanned<String>>,
+    tool_args: Option<Spanned<String>>,
+    snapshot_name: Option<Spanned<String>>,
+    run_ids: Option<bool>,
+    thinking_final_chunk: Option<bool>,
+    subagents: Option<Spanned<String>>,
+    error_notice: Option<bool>,
+    collaboration: Option<Spanned<String>>,
+    history_content: Option<Spanned<String>>,
+    confirm_tool: Option<Spanned<String>>,
+}
+
+/// Parses one `[routes.hai]` choice with its type's `FromStr`, reporting at the value's span.
+fn parsed<T: std::str::FromStr + Default>(
+    p: &mut Problems,
+    key: &str,
+    value: &Option<Spanned<String>>,
+) -> T
+where
+    T::Err: std::fmt::Display,
+{
+    match value {
+        None => T::default(),
+        Some(v) => v.get_ref().parse().unwrap_or_else(|e: T::Err| {
+            p.at(v.span(), key, e.to_string());
+            T::default()
+        }),
+    }
+}
+
+fn hai_options(p: &mut Problems, prefix: &str, raw: &RawHaiOptions) -> HaiOptions {
+    let mut options = HaiOptions::default();
+    let w = &mut options.writer;
+    w.delta_encoding = parsed(p, &format!("{prefix}delta_encoding"), &raw.delta_encoding);
+    w.tool_args = parsed(p, &format!("{prefix}tool_args"), &raw.tool_args);
+    w.snapshot_name = parsed(p, &format!("{prefix}snapshot_name"), &raw.snapshot_name);
+    w.subagents = parsed(p, &format!("{prefix}subagents"), &raw.subagents);
+    w.run_ids = raw.run_ids.unwrap_or(w.run_ids);
+    w.thinking_final_chunk = raw.thinking_final_chunk.unwrap_or(w.thinking_final_chunk);
+    w.error_notice = raw.error_notice.unwrap_or(w.error_notice);
+    if let Some(name) = &raw.confirm_tool {
+        if name.get_ref().trim().is_empty() {
+            p.at(
+                name.span(),
+                &format!("{prefix}confirm_tool"),
+                "must not be empty".into(),
+            );
+        } else {
+            w.confirm_tool = name.get_ref().clone();
+        }
+    }
+    options.collaboration = parsed(p, &format!("{prefix}collaboration"), &raw.collaboration);
+    options.history_content = parsed(p, &format!("{prefix}history_content"), &raw.history_content);
+    options
 }
 
 /// `[routes.agui]`: the alternatives `dialects.md` offers (rows 13, 17, 20, 25).
@@ -394,11 +459,23 @@ fn unknown_fields(p: &mut Problems, key: &str, v: &Option<Spanned<String>>) -> U
     }
 }
 
-fn check_route_dialects(p: &mut Problems, key: &str, client: Dialect, upstream: Dialect) {
-    if client != Dialect::AgUi || upstream != Dialect::AgUi {
+fn check_route_dialects(
+    p: &mut Problems,
+    key: &str,
+    client: Dialect,
+    upstream_dialect: Dialect,
+    upstream: Option<&Upstream>,
+) {
+    if client == Dialect::Aap || upstream_dialect == Dialect::Aap {
         p.plain(
             key,
-            format!("{client} clients in front of {upstream} upstreams are not supported by this build (only ag-ui → ag-ui)"),
+            format!("{client} clients in front of {upstream_dialect} upstreams are not supported by this build (ag-ui and hai, in any pairing)"),
+        );
+    }
+    if upstream == Some(&Upstream::BuiltinDemo) && upstream_dialect != Dialect::AgUi {
+        p.plain(
+            key,
+            format!("the built-in demo agent speaks ag-ui, not {upstream_dialect}; drop upstream_dialect or set it to ag-ui"),
         );
     }
 }
@@ -515,6 +592,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         let unknown_fields =
             unknown_fields(&mut p, &format!("{key}.unknown_fields"), &r.unknown_fields);
         let (reader, request_profile) = agui_options(&mut p, &format!("{key}.agui."), &r.agui);
+        let hai = hai_options(&mut p, &format!("{key}.hai."), &r.hai);
         let path = r.path.get_ref().clone();
         if !path.starts_with('/') {
             p.at(
@@ -524,7 +602,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
             );
         }
         if let (Some(c), Some(u)) = (client, upstream_dialect) {
-            check_route_dialects(&mut p, &key, c, u);
+            check_route_dialects(&mut p, &key, c, u, upstream.as_ref());
         }
         if let (Some(client), Some(upstream), Some(upstream_dialect)) =
             (client, upstream, upstream_dialect)
@@ -539,6 +617,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                 unknown_fields,
                 reader,
                 request_profile,
+                hai,
             });
         }
     }
@@ -568,7 +647,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                     &flag(&overrides.upstream, ""),
                 );
                 if let (Some(c), Some(u)) = (client, upstream_dialect) {
-                    check_route_dialects(&mut flag_problems, "route", c, u);
+                    check_route_dialects(&mut flag_problems, "route", c, u, upstream.as_ref());
                 }
                 if let (Some(client), Some(upstream), Some(upstream_dialect)) =
                     (client, upstream, upstream_dialect)
@@ -583,6 +662,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                         unknown_fields: UnknownFields::Metadata,
                         reader: ReaderOptions::default(),
                         request_profile: RequestProfile::default(),
+                        hai: HaiOptions::default(),
                     });
                 }
             }

@@ -163,9 +163,49 @@ fn unknown_keys_and_missing_routes_are_errors() {
 #[test]
 fn dialect_pairs_not_built_yet_are_refused_clearly() {
     let mut o = flags("http://x:1/");
-    o.client = Some("hai".into());
+    o.client = Some("aap".into());
     let err = load(None, &o).unwrap_err().to_string();
     assert!(err.contains("not supported by this build"), "{err}");
+    // HAI in either seat is built.
+    for (client, upstream) in [("hai", "ag-ui"), ("ag-ui", "hai"), ("hai", "hai")] {
+        let mut o = flags("http://x:1/");
+        o.client = Some(client.into());
+        o.upstream_dialect = Some(upstream.into());
+        let config = load(None, &o).unwrap_or_else(|e| panic!("{client}/{upstream}: {e}"));
+        assert_eq!(config.routes[0].client.as_str(), client);
+    }
+    // The demo agent only speaks AG-UI.
+    let mut o = flags("builtin:demo");
+    o.upstream_dialect = Some("hai".into());
+    let err = load(None, &o).unwrap_err().to_string();
+    assert!(err.contains("demo agent speaks ag-ui"), "{err}");
+}
+
+#[test]
+fn hai_route_options_parse_and_bad_values_name_their_line() {
+    let config = file(
+        "[[routes]]\npath = \"/chat\"\nclient = \"hai\"\nupstream = \"builtin:demo\"\n\
+         [routes.hai]\ndelta_encoding = \"plain_text\"\ntool_args = \"stream\"\n\
+         snapshot_name = \"MESSAGES_SNAPSHOT\"\nrun_ids = false\ncollaboration = \"subagent\"\n",
+    )
+    .unwrap();
+    let hai = &config.routes[0].hai;
+    use crate::dialect::hai::{Collaboration, DeltaEncoding, SnapshotName, ToolArgsEncoding};
+    assert_eq!(hai.writer.delta_encoding, DeltaEncoding::PlainText);
+    assert_eq!(hai.writer.tool_args, ToolArgsEncoding::Stream);
+    assert_eq!(hai.writer.snapshot_name, SnapshotName::Plural);
+    assert!(!hai.writer.run_ids);
+    assert_eq!(hai.collaboration, Collaboration::Subagent);
+    let err = file(
+        "[[routes]]\npath = \"/chat\"\nclient = \"hai\"\nupstream = \"builtin:demo\"\n\
+         [routes.hai]\ndelta_encoding = \"base64\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:18: routes[0].hai.delta_encoding: unknown value \"base64\""),
+        "{err}"
+    );
 }
 
 #[test]

@@ -16,6 +16,34 @@ use crate::event::{EventType, TextRole};
 pub const BUILTIN_AGUI_ALIASES: &str = include_str!("../mappings/agui-aliases.toml");
 /// File name of the AG-UI alias table inside a mappings directory.
 pub const AGUI_ALIASES_FILE: &str = "agui-aliases.toml";
+/// The compiled-in HAI variant table.
+pub const BUILTIN_HAI_TABLES: &str = include_str!("../mappings/hai.toml");
+/// File name of the HAI variant table inside a mappings directory.
+pub const HAI_TABLES_FILE: &str = "hai.toml";
+
+/// The event types of the HAI catalogue (`hai.md` §2).
+pub const HAI_EVENT_TYPES: &[&str] = &[
+    "RUN_STARTED",
+    "RUN_FINISHED",
+    "RUN_ERROR",
+    "STEP_STARTED",
+    "STEP_FINISHED",
+    "BUSINESS_DATA_START",
+    "BUSINESS_DATA_CONTENT",
+    "BUSINESS_DATA_END",
+    "AGENT_COLLABORATIVE_MESSAGE_START",
+    "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+    "AGENT_COLLABORATIVE_MESSAGE_END",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+    "STATE_SNAPSHOT",
+    "STATE_DELTA",
+    "MESSAGE_SNAPSHOT",
+    "RAW",
+    "CUSTOM",
+];
 
 /// Why a mapping file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -158,10 +186,98 @@ impl AguiAliases {
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHaiTables {
+    #[serde(default)]
+    events: HashMap<String, String>,
+    #[serde(default)]
+    outputs: HashMap<String, String>,
+    #[serde(default)]
+    defaults: RawHaiDefaults,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHaiDefaults {
+    error_message: Option<String>,
+}
+
+/// The HAI reader's variant tables, validated.
+#[derive(Debug, Clone)]
+pub struct HaiTables {
+    /// Producer spelling → HAI catalogue type.
+    pub events: HashMap<String, &'static str>,
+    /// Producer output type → canonical output type (`think` → `thinking`).
+    pub outputs: HashMap<String, String>,
+    /// Message of a `RUN_ERROR` that carries none.
+    pub error_message: String,
+}
+
+impl HaiTables {
+    /// The compiled-in table.
+    pub fn builtin() -> HaiTables {
+        // The embedded file is tested (`builtin_tables_parse`); failing here is a build defect.
+        HaiTables::parse(BUILTIN_HAI_TABLES, "builtin hai.toml")
+            .expect("the compiled-in hai.toml is valid")
+    }
+
+    /// Parses and validates a table; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<HaiTables, MappingError> {
+        let raw: RawHaiTables = toml::from_str(text).map_err(|e| MappingError::Parse {
+            origin: origin.to_string(),
+            source: Box::new(e),
+        })?;
+        let mut events = HashMap::new();
+        for (from, to) in raw.events {
+            let Some(known) = HAI_EVENT_TYPES.iter().find(|t| **t == to) else {
+                return Err(MappingError::Invalid {
+                    origin: origin.to_string(),
+                    key: format!("events.{from}"),
+                    problem: format!("unknown HAI event type {to:?}"),
+                });
+            };
+            events.insert(from, *known);
+        }
+        for (from, to) in &raw.outputs {
+            if to.is_empty() || from == to {
+                return Err(MappingError::Invalid {
+                    origin: origin.to_string(),
+                    key: format!("outputs.{from}"),
+                    problem: "must rename to a different, non-empty output type".into(),
+                });
+            }
+        }
+        Ok(HaiTables {
+            events,
+            outputs: raw.outputs,
+            error_message: raw
+                .defaults
+                .error_message
+                .unwrap_or_else(|| "upstream error".into()),
+        })
+    }
+
+    /// The catalogue type of a producer's spelling, if it is one.
+    pub fn event_type(&self, spelled: &str) -> Option<&'static str> {
+        HAI_EVENT_TYPES
+            .iter()
+            .find(|t| **t == spelled)
+            .copied()
+            .or_else(|| self.events.get(spelled).copied())
+    }
+
+    /// The canonical spelling of an output type.
+    pub fn output_type<'a>(&'a self, spelled: &'a str) -> &'a str {
+        self.outputs.get(spelled).map_or(spelled, String::as_str)
+    }
+}
+
 /// Every table the readers use.
 #[derive(Debug, Clone)]
 pub struct Mappings {
     pub agui: Arc<AguiAliases>,
+    pub hai: Arc<HaiTables>,
 }
 
 impl Mappings {
@@ -169,6 +285,7 @@ impl Mappings {
     pub fn builtin() -> Mappings {
         Mappings {
             agui: Arc::new(AguiAliases::builtin()),
+            hai: Arc::new(HaiTables::builtin()),
         }
     }
 
@@ -180,8 +297,15 @@ impl Mappings {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => AguiAliases::builtin(),
             Err(source) => return Err(MappingError::Io { path, source }),
         };
+        let path = dir.join(HAI_TABLES_FILE);
+        let hai = match std::fs::read_to_string(&path) {
+            Ok(text) => HaiTables::parse(&text, &path.display().to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HaiTables::builtin(),
+            Err(source) => return Err(MappingError::Io { path, source }),
+        };
         Ok(Mappings {
             agui: Arc::new(agui),
+            hai: Arc::new(hai),
         })
     }
 }
@@ -203,6 +327,24 @@ mod tests {
         assert_eq!(a.role("Human"), TextRole::User);
         assert_eq!(a.role("wizard"), TextRole::Assistant);
         assert_eq!(a.role("system"), TextRole::System);
+        let h = HaiTables::parse(BUILTIN_HAI_TABLES, "builtin").unwrap();
+        assert_eq!(h.event_type("MESSAGES_SNAPSHOT"), Some("MESSAGE_SNAPSHOT"));
+        assert_eq!(h.event_type("BUSINESS_DATA_END"), Some("BUSINESS_DATA_END"));
+        assert_eq!(h.event_type("TEXT_MESSAGE_START"), None);
+        assert_eq!(h.output_type("think"), "thinking");
+        assert_eq!(h.output_type("fold"), "fold");
+        assert_eq!(h.error_message, "upstream error");
+    }
+
+    #[test]
+    fn invalid_hai_tables_name_the_key() {
+        let err = HaiTables::parse("[events]\nFOO = \"BAR\"\n", "h.toml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h.toml: events.FOO: unknown HAI event type \"BAR\""
+        );
+        let err = HaiTables::parse("[outputs]\nx = \"x\"\n", "h.toml").unwrap_err();
+        assert!(err.to_string().contains("outputs.x"), "{err}");
     }
 
     #[test]

@@ -214,7 +214,7 @@ fn encoder_writes_lf_only_single_line() {
         &serde_json::json!({"type":"X","delta":"a\nb"}),
     )
     .unwrap();
-    assert_eq!(&out[..], b"data: {\"delta\":\"a\\nb\",\"type\":\"X\"}\n\n");
+    assert_eq!(&out[..], b"data: {\"type\":\"X\",\"delta\":\"a\\nb\"}\n\n");
     out.clear();
     encode_json(
         &mut out,

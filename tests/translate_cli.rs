@@ -84,7 +84,7 @@ fn translate_stdin_with_ids_from_flags() {
 #[test]
 fn unsupported_pairs_fail_clearly() {
     let out = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
-        .args(["translate", "--from", "hai", "--to", "ag-ui", "/dev/null"])
+        .args(["translate", "--from", "aap", "--to", "ag-ui", "/dev/null"])
         .output()
         .unwrap();
     assert!(!out.status.success());

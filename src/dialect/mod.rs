@@ -5,9 +5,41 @@
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
 pub mod agui;
+pub mod hai;
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::error::Failure;
+use crate::event::RunAgentInput;
+use crate::mapping::Mappings;
+
+/// Reads a client's request body in `dialect` into the canonical run input. `new_id` supplies
+/// ids a dialect may leave out (HAI's thread and run ids).
+pub fn read_request(
+    dialect: Dialect,
+    body: &[u8],
+    mappings: &Mappings,
+    hai: &hai::HaiOptions,
+    new_id: &mut dyn FnMut() -> String,
+) -> Result<RunAgentInput, Failure> {
+    match dialect {
+        Dialect::Hai => hai::read_request(body, mappings, hai.history_content, new_id),
+        Dialect::AgUi | Dialect::Aap => agui::read_request(body, &mappings.agui),
+    }
+}
+
+/// The body an upstream speaking `dialect` receives for `input`.
+pub fn write_request(
+    dialect: Dialect,
+    input: &RunAgentInput,
+    profile: agui::RequestProfile,
+) -> Vec<u8> {
+    match dialect {
+        Dialect::Hai => hai::write_request(input),
+        Dialect::AgUi | Dialect::Aap => agui::write_request(input, profile),
+    }
+}
 
 /// A wire protocol the gateway speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

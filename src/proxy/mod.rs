@@ -46,7 +46,7 @@ use tokio::net::TcpListener;
 use tracing::Instrument;
 
 use crate::config::{Config, Route, Upstream};
-use crate::dialect::agui::{read_request, write_request};
+use crate::dialect::{read_request, write_request};
 use crate::error::{ErrorCode, Failure};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
@@ -274,7 +274,15 @@ impl Gateway {
                     )
                 }
             })?;
-        let input = read_request(&body.to_bytes(), &self.config.mappings.agui)?;
+        let mut new_id = || uuid::Uuid::new_v4().to_string();
+        let mut input = read_request(
+            route.client,
+            &body.to_bytes(),
+            &self.config.mappings,
+            &route.hai,
+            &mut new_id,
+        )?;
+        crate::translate::input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
         let ids = RunIds {
@@ -297,7 +305,7 @@ impl Gateway {
                     .post(
                         uri,
                         headers,
-                        write_request(&input, route.request_profile),
+                        write_request(route.upstream_dialect, &input, route.request_profile),
                         route.limits.headers_timeout,
                     )
                     .await?;
@@ -339,6 +347,8 @@ impl Gateway {
         spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
         spec.unknown_fields = route.unknown_fields;
         spec.reader = route.reader;
+        spec.hai = route.hai.clone();
+        spec.tools = input.tools.iter().map(|t| t.name.clone()).collect();
         let pipeline = Pipeline::new(spec)
             .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
         let timers = StreamTimers {

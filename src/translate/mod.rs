@@ -3,7 +3,7 @@
 //! Each converter is a plain struct with a `step`-like method that takes one input and appends
 //! zero or more canonical events; end of stream and upstream failure are inputs too, so the
 //! converter, not the proxy, decides what the terminal event looks like. No I/O, no async, no
-//! clock, no randomness: ids are derived from the run, so outputs are deterministic and golden
+//! clock (the time a writer stamps comes in as a value, [`Clock`]), no randomness: ids are derived from the run, so outputs are deterministic and golden
 //! tests need no redaction. Diagnostics (a repair applied, an event dropped) come out as
 //! [`Note`]s for the caller to count and log.
 //!
@@ -17,6 +17,7 @@
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
 pub mod chunks;
+pub mod confirm;
 mod owners;
 pub mod pipeline;
 pub mod sequencer;
@@ -24,6 +25,46 @@ pub mod verify;
 
 pub use pipeline::{Pipeline, PipelineSpec, StreamStats};
 pub use sequencer::{Input, RunSequencer};
+
+/// Where a writer that must stamp every event (HAI, `hai.md` §6 obligation 10) gets the time.
+/// Read once per upstream chunk by the pipeline, never inside a converter, so converters stay
+/// deterministic: golden tests fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// Wall-clock milliseconds since the epoch.
+    #[default]
+    System,
+    /// Always this many milliseconds.
+    Fixed(i64),
+}
+
+impl Clock {
+    pub fn now_ms(self) -> i64 {
+        match self {
+            Clock::Fixed(ms) => ms,
+            Clock::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+/// Shapes a client's canonical input for an upstream of another dialect: top-level extras only
+/// travel to an upstream of the client's own dialect (`translation.md` §3.1), and a client
+/// without interrupts answers them through confirm calls, which become `resume` (§6, C1).
+pub fn input_for_upstream(
+    client: crate::dialect::Dialect,
+    upstream: crate::dialect::Dialect,
+    input: &mut crate::event::RunAgentInput,
+) {
+    use crate::dialect::Dialect;
+    if client != upstream {
+        input.extra.clear();
+    }
+    if client == Dialect::Hai && upstream == Dialect::AgUi {
+        confirm::answers_to_resume(input);
+    }
+}
 
 /// The ids of the run a stream answers, taken from the request.
 #[derive(Debug, Clone, PartialEq, Eq)]

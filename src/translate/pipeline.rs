@@ -12,13 +12,14 @@ use std::fmt;
 use bytes::BytesMut;
 
 use crate::dialect::agui::{AguiReader, AguiWriter, ReaderOptions, UnknownFields};
+use crate::dialect::hai::{HaiOptions, HaiReader, HaiWriter};
 use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::Event;
 use crate::mapping::Mappings;
 use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
-use super::{DropKind, Input, Note, RunIds, RunSequencer};
+use super::{Clock, DropKind, Input, Note, RunIds, RunSequencer};
 
 /// What a pipeline is built from.
 #[derive(Debug, Clone)]
@@ -34,6 +35,12 @@ pub struct PipelineSpec {
     pub unknown_fields: UnknownFields,
     /// Policy choices of the AG-UI reader.
     pub reader: ReaderOptions,
+    /// HAI's reader and writer profile.
+    pub hai: HaiOptions,
+    /// Names of the frontend tools the request declared.
+    pub tools: Vec<String>,
+    /// The time stamped on events of dialects that require one.
+    pub clock: Clock,
 }
 
 impl PipelineSpec {
@@ -49,6 +56,9 @@ impl PipelineSpec {
             keep_upstream_run_ids: false,
             unknown_fields: UnknownFields::default(),
             reader: ReaderOptions::default(),
+            hai: HaiOptions::default(),
+            tools: Vec::new(),
+            clock: Clock::System,
         }
     }
 }
@@ -76,10 +86,12 @@ pub struct StreamStats {
 
 enum Reader {
     AgUi(AguiReader),
+    Hai(Box<HaiReader>),
 }
 
 enum Writer {
     AgUi(AguiWriter),
+    Hai(Box<HaiWriter>),
 }
 
 /// See the module docs.
@@ -97,6 +109,7 @@ pub struct Pipeline {
     note_counts: Vec<(Note, u64)>,
     /// Why the run ended, when the gateway ended it.
     failure: Option<ErrorCode>,
+    clock: Clock,
 }
 
 impl fmt::Debug for Pipeline {
@@ -120,11 +133,19 @@ impl Pipeline {
                 spec.mappings.agui.clone(),
                 spec.reader,
             )),
-            Dialect::Hai | Dialect::Aap => return Err(unsupported),
+            Dialect::Hai => Reader::Hai(Box::new(HaiReader::new(
+                &spec.ids,
+                &spec.mappings,
+                spec.reader,
+                &spec.hai,
+                spec.tools,
+            ))),
+            Dialect::Aap => return Err(unsupported),
         };
         let writer = match spec.client {
             Dialect::AgUi => Writer::AgUi(AguiWriter::new(spec.unknown_fields)),
-            Dialect::Hai | Dialect::Aap => return Err(unsupported),
+            Dialect::Hai => Writer::Hai(Box::new(HaiWriter::new(spec.hai.writer))),
+            Dialect::Aap => return Err(unsupported),
         };
         Ok(Pipeline {
             decoder: SseDecoder::with_framing(spec.framing, spec.max_event_bytes),
@@ -139,6 +160,7 @@ impl Pipeline {
             stats: StreamStats::default(),
             note_counts: Vec::new(),
             failure: None,
+            clock: spec.clock,
         })
     }
 
@@ -166,6 +188,7 @@ impl Pipeline {
         if self.is_finished() {
             return;
         }
+        self.tick();
         self.buf.extend_from_slice(chunk);
         loop {
             let item = self.decoder.decode(&mut self.buf);
@@ -178,6 +201,7 @@ impl Pipeline {
     /// The upstream body ended: flushes a last event without its blank line, then ends the run
     /// (`UPSTREAM_TRUNCATED` unless a terminal event was seen).
     pub fn end(&mut self, out: &mut BytesMut) {
+        self.tick();
         while !self.is_finished() {
             let item = self.decoder.decode_eof(&mut self.buf);
             if !self.item(item, out) {
@@ -189,7 +213,15 @@ impl Pipeline {
 
     /// The upstream failed (read error, idle timeout, shutdown): ends the run with `failure`.
     pub fn fail(&mut self, failure: Failure, out: &mut BytesMut) {
+        self.tick();
         self.step(Input::UpstreamFailed(failure), out);
+    }
+
+    /// Reads the clock for the events of this call (one reading per upstream chunk).
+    fn tick(&mut self) {
+        if let Writer::Hai(w) = &mut self.writer {
+            w.set_now(self.clock.now_ms());
+        }
     }
 
     /// Handles one decoder result; false when decoding must stop.
@@ -199,6 +231,7 @@ impl Pipeline {
                 self.stats.events_in += 1;
                 let result = match &mut self.reader {
                     Reader::AgUi(r) => r.read(&event, &mut self.read_out, &mut self.notes),
+                    Reader::Hai(r) => r.read(&event, &mut self.read_out, &mut self.notes),
                 };
                 let mut read_out = std::mem::take(&mut self.read_out);
                 for event in read_out.drain(..) {
@@ -240,11 +273,22 @@ impl Pipeline {
         }
         self.sequencer
             .step(input, &mut self.seq_out, &mut self.notes);
+        let mut refused = None;
         for event in self.seq_out.drain(..) {
+            if refused.is_some() {
+                break;
+            }
             self.stats.events_out += 1;
             match &mut self.writer {
                 Writer::AgUi(w) => w.write(event, out),
+                Writer::Hai(w) => refused = w.write(event, out).err(),
             }
+        }
+        self.seq_out.clear();
+        if let Some(failure) = refused {
+            // The client's dialect cannot carry the run further (a bound of the writer): the
+            // sequencer ends it like an upstream failure, and the writer writes that end.
+            self.step(Input::UpstreamFailed(failure), out);
         }
         for note in self.notes.drain(..) {
             match self.note_counts.iter_mut().find(|(n, _)| *n == note) {

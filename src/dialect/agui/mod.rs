@@ -5,9 +5,9 @@
 
 mod args;
 mod fast;
-mod fix;
+pub(crate) mod fix;
 mod read;
-mod request;
+pub(crate) mod request;
 mod thinking;
 mod write;
 

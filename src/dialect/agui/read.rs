@@ -107,7 +107,8 @@ impl AguiReader {
         }
     }
 
-    fn read_value(
+    /// Reads one decoded payload (the HAI reader hands its AG-UI-shaped events here).
+    pub(crate) fn read_value(
         &mut self,
         value: Value,
         sse_name: Option<&str>,

@@ -640,7 +640,7 @@ fn row_08_tool_call_result_variants() {
         json!({"type":"TOOL_CALL_RESULT","messageId":"tr-2","toolCallId":"c2",
                "content":[{"type":"text","text":"done"}],"role":"tool"}),
         json!({"type":"TOOL_CALL_RESULT","messageId":"tr-3","toolCallId":"c3",
-               "content":"[{\"id\":1,\"kind\":\"row\"}]","role":"tool"}),
+               "content":"[{\"kind\":\"row\",\"id\":1}]","role":"tool"}),
         json!({"type":"TOOL_CALL_RESULT","messageId":"tr-4","toolCallId":"c4","content":"42",
                "role":"tool"}),
         json!({"type":"TOOL_CALL_RESULT","messageId":"run-1.t1","toolCallId":"c5",

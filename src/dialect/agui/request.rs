@@ -21,14 +21,31 @@ const REQUEST_KEYS: &[(&str, &str)] = &[
 
 /// Reads a client's request body. Errors are `INVALID_REQUEST` and name the offending field.
 pub fn read_request(body: &[u8], aliases: &AguiAliases) -> Result<RunAgentInput, Failure> {
-    let invalid = |message: String| Failure::new(ErrorCode::InvalidRequest, message);
+    input_from_map(request_object(body)?, aliases)
+}
+
+/// The request body as a JSON object, or `INVALID_REQUEST`.
+pub(crate) fn request_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
-    let Value::Object(mut map) = value else {
-        return Err(invalid(
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(invalid(
             "the request body must be a JSON object (a RunAgentInput)".into(),
-        ));
-    };
+        )),
+    }
+}
+
+fn invalid(message: String) -> Failure {
+    Failure::new(ErrorCode::InvalidRequest, message)
+}
+
+/// The lenient AG-UI reading of a request object (row 19), shared by every request reader;
+/// errors name the offending field.
+pub(crate) fn input_from_map(
+    mut map: Map<String, Value>,
+    aliases: &AguiAliases,
+) -> Result<RunAgentInput, Failure> {
     let mut notes: Vec<Note> = Vec::new();
     for (snake, camel) in REQUEST_KEYS {
         if let Some(v) = map.remove(*snake) {

@@ -1,0 +1,501 @@
+//! The tolerant HAI reader: a HAI upstream's events in, canonical AG-UI 1.0 events out
+//! (`translation.md` §3.3, `hai.md` §8).
+//!
+//! Business messages become text messages (thinking outputs a reasoning message `M:thinking`
+//! inside them; other outputs `CUSTOM hai.business_data`), collaboration events
+//! `CUSTOM hai.agent_collaborative_message` (or subagents), run-event extras `metadata.hai`, and
+//! unknown types `CUSTOM hai.event`. Everything HAI shares with AG-UI goes through the AG-UI
+//! reader, which already absorbs HAI's variants there (object tool arguments, single-op state
+//! deltas with `from:""`, nested errors, second timestamps). Sequence repairs are the
+//! sequencer's, as for any upstream.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::codec::{self, Output};
+use super::history::{self, HistoryContent};
+use super::{custom, HaiOptions, METADATA_KEY};
+use crate::dialect::agui::fix::{self, Timestamps};
+use crate::dialect::agui::{AguiReader, ReaderOptions};
+use crate::error::{ErrorCode, Failure};
+use crate::event::{
+    Custom, Event, EventBase, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
+    ReasoningMessageStart, ReasoningStart, SubagentFinished, SubagentOutcome, SubagentStarted,
+    TextMessageContent, TextMessageEnd, TextMessageStart, TextRole,
+};
+use crate::mapping::{AguiAliases, HaiTables, Mappings};
+use crate::sse::SseEvent;
+use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
+
+/// Tool calls remembered per run to derive `pendingToolCallIds`; beyond, calls are not listed.
+const MAX_TRACKED_CALLS: usize = 8192;
+
+/// How a HAI upstream's collaboration events are read (`hai.collaboration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Collaboration {
+    /// `CUSTOM hai.agent_collaborative_message`, reproducible for a HAI client.
+    #[default]
+    Custom,
+    /// `SUBAGENT_STARTED`/`FINISHED` around the content `CUSTOM`.
+    Subagent,
+}
+
+/// An open business message.
+#[derive(Debug)]
+struct Open {
+    id: String,
+    /// Its reasoning message `<id>:thinking` is open.
+    thinking: bool,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct HaiReader {
+    agui: AguiReader,
+    tables: Arc<HaiTables>,
+    aliases: Arc<AguiAliases>,
+    timestamps: Timestamps,
+    collaboration: Collaboration,
+    history: HistoryContent,
+    mint: IdMint,
+    open: Vec<Open>,
+    /// Frontend tools the request declared.
+    declared: HashSet<String>,
+    /// Calls of this run to declared tools, in order, and the ids that got a result.
+    calls: Vec<String>,
+    resolved: HashSet<String>,
+    /// Subagents opened by collaboration events (`Collaboration::Subagent`).
+    subagents: Vec<String>,
+}
+
+impl HaiReader {
+    pub fn new(
+        ids: &RunIds,
+        mappings: &Mappings,
+        reader: ReaderOptions,
+        options: &HaiOptions,
+        declared_tools: impl IntoIterator<Item = String>,
+    ) -> HaiReader {
+        HaiReader {
+            agui: AguiReader::new(ids, Arc::clone(&mappings.agui), reader),
+            tables: Arc::clone(&mappings.hai),
+            aliases: Arc::clone(&mappings.agui),
+            timestamps: reader.timestamps,
+            collaboration: options.collaboration,
+            history: options.history_content,
+            mint: IdMint::new(&ids.run_id),
+            open: Vec::new(),
+            declared: declared_tools.into_iter().collect(),
+            calls: Vec::new(),
+            resolved: HashSet::new(),
+            subagents: Vec::new(),
+        }
+    }
+
+    /// Reads one SSE event. `Err` means the payload is unusable and the run must end.
+    pub fn read(
+        &mut self,
+        sse: &SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        let value: Value = serde_json::from_slice(&sse.data).map_err(|e| {
+            Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("an upstream event's data is not JSON ({e}); the upstream does not speak HAI over SSE"),
+            )
+        })?;
+        let Value::Object(mut map) = value else {
+            notes.push(Note::Dropped(DropKind::NotAnObject));
+            return Ok(());
+        };
+        let tables = Arc::clone(&self.tables);
+        let ty = map
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(|t| tables.event_type(t));
+        let Some(ty) = ty else {
+            // Kept verbatim: a HAI client gets it back as it was (§3.3 "unknown type").
+            let base = self.base(&map, notes);
+            out.push(custom_event(custom::EVENT, Value::Object(map), base));
+            return Ok(());
+        };
+        match ty {
+            "BUSINESS_DATA_START" => self.business_start(map, out, notes),
+            "BUSINESS_DATA_CONTENT" => self.business_content(map, out, notes),
+            "BUSINESS_DATA_END" => self.business_end(map, out, notes),
+            "AGENT_COLLABORATIVE_MESSAGE_START" => self.collaboration(map, "start", out, notes),
+            "AGENT_COLLABORATIVE_MESSAGE_CONTENT" => self.collaboration(map, "content", out, notes),
+            "AGENT_COLLABORATIVE_MESSAGE_END" => self.collaboration(map, "end", out, notes),
+            "RUN_STARTED" | "RUN_FINISHED" => {
+                let mut hai = Map::new();
+                for key in ["messageId", "role"] {
+                    if let Some(v) = map.shift_remove(key) {
+                        hai.insert(key.into(), v);
+                    }
+                }
+                if ty == "RUN_FINISHED" {
+                    self.end_run();
+                    if !map.contains_key("outcome") {
+                        let pending = self.pending_calls();
+                        if !pending.is_empty() {
+                            map.insert(
+                                "outcome".into(),
+                                serde_json::json!({"type":"success","pendingToolCallIds":pending}),
+                            );
+                        }
+                    }
+                }
+                if !hai.is_empty() {
+                    put_hai(&mut map, hai);
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "RUN_ERROR" => {
+                self.end_run();
+                let nested = map
+                    .get("error")
+                    .is_some_and(|e| e.is_string() || e.get("message").is_some());
+                if !map.get("message").is_some_and(Value::is_string) && !nested {
+                    map.insert("message".into(), self.tables.error_message.clone().into());
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "TOOL_CALL_START" => {
+                let id = map.get("toolCallId").and_then(Value::as_str);
+                let name = map.get("toolCallName").and_then(Value::as_str);
+                if let (Some(id), Some(name)) = (id, name) {
+                    if self.declared.contains(name) && self.calls.len() < MAX_TRACKED_CALLS {
+                        self.calls.push(id.to_owned());
+                    }
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "TOOL_CALL_RESULT" => {
+                if let Some(id) = map.get("toolCallId").and_then(Value::as_str) {
+                    if self.calls.iter().any(|c| c == id) {
+                        self.resolved.insert(id.to_owned());
+                    }
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "MESSAGE_SNAPSHOT" => {
+                notes.push(Note::Fixup(Rule::SnapshotName));
+                map.insert("type".into(), "MESSAGES_SNAPSHOT".into());
+                if let Some(Value::Array(messages)) = map.shift_remove("messages") {
+                    let decoded = history::decode(messages, self.history, &tables, &mut self.mint);
+                    map.insert("messages".into(), Value::Array(decoded));
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "CUSTOM" => {
+                let name = map.get("name").and_then(Value::as_str).unwrap_or_default();
+                if name.starts_with("hai.") {
+                    // The `hai.` namespace is the gateway's own inside AG-UI: escape it.
+                    let mut value = Map::new();
+                    for key in ["name", "value"] {
+                        if let Some(v) = map.shift_remove(key) {
+                            value.insert(key.into(), v);
+                        }
+                    }
+                    map.insert("name".into(), custom::CUSTOM.into());
+                    map.insert("value".into(), Value::Object(value));
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            // Steps, tool args and ends, state, RAW: AG-UI's own shapes.
+            _ => return self.agui.read_value(Value::Object(map), None, out, notes),
+        }
+        Ok(())
+    }
+
+    fn business_start(
+        &mut self,
+        map: Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let id = match message_id(&map) {
+            Some(id) => id,
+            None => {
+                notes.push(Note::Fixup(Rule::TextEventGaps));
+                self.mint.next('m')
+            }
+        };
+        let role = map
+            .get("role")
+            .and_then(Value::as_str)
+            .map_or(TextRole::Assistant, |r| self.aliases.role(r));
+        if !self.open.iter().any(|o| o.id == id) {
+            self.open.push(Open {
+                id: id.clone(),
+                thinking: false,
+            });
+        }
+        out.push(Event::TextMessageStart(TextMessageStart {
+            message_id: id,
+            role,
+            name: None,
+            base: self.base(&map, notes),
+        }));
+    }
+
+    fn business_content(
+        &mut self,
+        mut map: Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let id = match message_id(&map).or_else(|| self.single_open()) {
+            Some(id) => id,
+            None => {
+                notes.push(Note::Fixup(Rule::TextEventGaps));
+                self.mint.next('m')
+            }
+        };
+        if !self.open.iter().any(|o| o.id == id) {
+            notes.push(Note::Fixup(Rule::TextEventGaps));
+            self.open.push(Open {
+                id: id.clone(),
+                thinking: false,
+            });
+            out.push(Event::TextMessageStart(TextMessageStart {
+                message_id: id.clone(),
+                role: TextRole::Assistant,
+                name: None,
+                base: EventBase::default(),
+            }));
+        }
+        let base = self.base(&map, notes);
+        let delta = map.shift_remove("delta").unwrap_or(Value::Null);
+        let tables = Arc::clone(&self.tables);
+        for object in codec::decode_delta(delta, &map) {
+            match codec::classify(object, &tables) {
+                Output::Text(delta, hai) => {
+                    out.push(Event::TextMessageContent(TextMessageContent {
+                        message_id: id.clone(),
+                        delta,
+                        base: with_hai(base.clone(), hai),
+                    }));
+                }
+                Output::Thinking(delta, hai) => {
+                    let reasoning_id = format!("{id}:thinking");
+                    if let Some(open) = self.open.iter_mut().find(|o| o.id == id) {
+                        if !open.thinking {
+                            open.thinking = true;
+                            out.push(Event::ReasoningStart(ReasoningStart {
+                                message_id: reasoning_id.clone(),
+                                base: EventBase::default(),
+                            }));
+                            out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
+                                message_id: reasoning_id.clone(),
+                                role: Default::default(),
+                                base: EventBase::default(),
+                            }));
+                        }
+                    }
+                    out.push(Event::ReasoningMessageContent(ReasoningMessageContent {
+                        message_id: reasoning_id,
+                        delta,
+                        base: with_hai(base.clone(), hai),
+                    }));
+                }
+                Output::Opaque(object) => {
+                    let mut value = Map::with_capacity(object.len() + 1);
+                    value.insert("messageId".into(), id.clone().into());
+                    value.extend(object);
+                    out.push(custom_event(
+                        custom::BUSINESS_DATA,
+                        Value::Object(value),
+                        base.clone(),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn business_end(
+        &mut self,
+        map: Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let Some(id) = message_id(&map).or_else(|| self.single_open()) else {
+            notes.push(Note::Dropped(DropKind::Orphan));
+            return;
+        };
+        if let Some(pos) = self.open.iter().position(|o| o.id == id) {
+            let open = self.open.remove(pos);
+            if open.thinking {
+                let reasoning_id = format!("{id}:thinking");
+                out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
+                    message_id: reasoning_id.clone(),
+                    base: EventBase::default(),
+                }));
+                out.push(Event::ReasoningEnd(ReasoningEnd {
+                    message_id: reasoning_id,
+                    base: EventBase::default(),
+                }));
+            }
+        }
+        out.push(Event::TextMessageEnd(TextMessageEnd {
+            message_id: id,
+            base: self.base(&map, notes),
+        }));
+    }
+
+    fn collaboration(
+        &mut self,
+        mut map: Map<String, Value>,
+        phase: &str,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let base = self.base(&map, notes);
+        map.shift_remove("type");
+        if let Some(Value::String(text)) = map.get("delta") {
+            if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) {
+                map.insert("delta".into(), Value::Object(object));
+            }
+        }
+        let mut value = Map::with_capacity(map.len() + 1);
+        value.insert("phase".into(), phase.into());
+        if self.collaboration == Collaboration::Custom {
+            value.extend(map);
+            out.push(custom_event(
+                custom::COLLABORATIVE,
+                Value::Object(value),
+                base,
+            ));
+            return;
+        }
+        // `hai.collaboration = subagent`: the hand-off as an AG-UI subagent.
+        match phase {
+            "start" => {
+                let id = message_id(&map).unwrap_or_else(|| self.mint.next('a'));
+                let name = map
+                    .get("to")
+                    .and_then(Value::as_str)
+                    .unwrap_or("agent")
+                    .to_owned();
+                let mut hai = Map::new();
+                if let Some(from) = map.get("from") {
+                    hai.insert("from".into(), from.clone());
+                }
+                self.subagents.push(id.clone());
+                out.push(Event::SubagentStarted(SubagentStarted {
+                    subagent_run_id: id,
+                    name,
+                    description: None,
+                    parent_subagent_run_id: None,
+                    parent_tool_call_id: None,
+                    parent_message_id: None,
+                    base: with_hai(base, hai),
+                }));
+            }
+            "content" => {
+                let mut base = base;
+                base.subagent_run_id = message_id(&map).or_else(|| self.subagents.last().cloned());
+                value.extend(map);
+                out.push(custom_event(
+                    custom::COLLABORATIVE,
+                    Value::Object(value),
+                    base,
+                ));
+            }
+            _ => {
+                let id = message_id(&map).or_else(|| self.subagents.last().cloned());
+                let Some(id) = id else {
+                    notes.push(Note::Dropped(DropKind::Orphan));
+                    return;
+                };
+                self.subagents.retain(|s| *s != id);
+                out.push(Event::SubagentFinished(SubagentFinished {
+                    subagent_run_id: id,
+                    result: None,
+                    outcome: Some(SubagentOutcome::Success),
+                    base,
+                }));
+            }
+        }
+    }
+
+    /// A terminal: the sequencer closes what is open; the reader forgets it.
+    fn end_run(&mut self) {
+        self.open.clear();
+        self.subagents.clear();
+    }
+
+    /// This run's calls to declared frontend tools that got no result.
+    fn pending_calls(&self) -> Vec<String> {
+        self.calls
+            .iter()
+            .filter(|id| !self.resolved.contains(*id))
+            .cloned()
+            .collect()
+    }
+
+    fn single_open(&self) -> Option<String> {
+        match self.open.as_slice() {
+            [only] => Some(only.id.clone()),
+            _ => None,
+        }
+    }
+
+    /// The event's timestamp as the route's policy wants it (`dialects.md` row 17).
+    fn base(&self, map: &Map<String, Value>, notes: &mut Vec<Note>) -> EventBase {
+        let timestamp = map.get("timestamp").and_then(|ts| {
+            let fixed = match self.timestamps {
+                Timestamps::Normalise => fix::timestamp_ms(ts).and_then(|v| v.as_i64()),
+                Timestamps::Drop => None,
+                Timestamps::Passthrough => ts.as_i64(),
+            };
+            if fixed != ts.as_i64() {
+                notes.push(Note::Fixup(Rule::Timestamps));
+            }
+            fixed
+        });
+        EventBase {
+            timestamp,
+            ..EventBase::default()
+        }
+    }
+}
+
+fn message_id(map: &Map<String, Value>) -> Option<String> {
+    map.get("messageId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn custom_event(name: &str, value: Value, base: EventBase) -> Event {
+    Event::Custom(Custom {
+        name: name.to_owned(),
+        value,
+        base,
+    })
+}
+
+fn with_hai(mut base: EventBase, hai: Map<String, Value>) -> EventBase {
+    if !hai.is_empty() {
+        base.metadata
+            .get_or_insert_with(Map::new)
+            .insert(METADATA_KEY.into(), Value::Object(hai));
+    }
+    base
+}
+
+fn put_hai(map: &mut Map<String, Value>, hai: Map<String, Value>) {
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    if let Value::Object(metadata) = metadata {
+        metadata.insert(METADATA_KEY.into(), Value::Object(hai));
+    }
+}

@@ -1,0 +1,566 @@
+//! The HAI writer: canonical events in, what `hai-client` accepts out (`translation.md` §3.4,
+//! `hai.md` §6 obligations 1–11, profile per §9).
+//!
+//! Text messages become business messages; a reasoning message becomes thinking outputs of the
+//! business message it belongs to (its own one when none is open); `CUSTOM hai.*` events turn
+//! back into the HAI events they came from. Tool arguments are held until the call ends (one
+//! whole object, bounded) unless the profile streams them. Every event gets an integer
+//! timestamp: the canonical one, else the pipeline's clock reading.
+
+use std::collections::HashMap;
+
+use bytes::BytesMut;
+use serde_json::{Map, Value};
+
+use super::codec::{self, ATTRIBUTES};
+use super::history::{self, AssistantContent};
+use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, METADATA_KEY};
+use crate::error::{ErrorCode, Failure};
+use crate::event::{ContentPart, Event, EventBase, MessageContent, RunOutcome};
+use crate::sse;
+use crate::translate::confirm;
+
+/// Tool calls whose arguments may be held at once (`translation.md` §5).
+const MAX_HELD_CALLS: usize = 1024;
+/// Argument text held for one call (`translation.md` §5: over it the run fails).
+const MAX_HELD_ARGS_BYTES: usize = 1 << 20;
+
+#[derive(Debug)]
+struct Business {
+    id: String,
+    role: String,
+}
+
+#[derive(Debug)]
+struct Reasoning {
+    id: String,
+    /// The business message its thinking outputs go to.
+    target: String,
+    /// The business message was opened for this reasoning message alone.
+    own_target: bool,
+    started_ms: i64,
+    /// Flags were synthesised (the source was not HAI); `elapsed` of the last chunk.
+    synthesised: Option<i64>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct HaiWriter {
+    options: WriterOptions,
+    now_ms: i64,
+    thread_id: String,
+    run_id: String,
+    open: Vec<Business>,
+    reasoning: Vec<Reasoning>,
+    args: HashMap<String, String>,
+}
+
+impl HaiWriter {
+    pub fn new(options: WriterOptions) -> HaiWriter {
+        HaiWriter {
+            options,
+            ..HaiWriter::default()
+        }
+    }
+
+    /// The time stamped on events that carry none.
+    pub fn set_now(&mut self, now_ms: i64) {
+        self.now_ms = now_ms;
+    }
+
+    /// Appends the HAI events for one canonical event. `Err` when the run cannot go on in HAI
+    /// (tool arguments beyond the bound); the caller ends the run with it.
+    pub fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
+        let ts = event.base().timestamp.unwrap_or(self.now_ms);
+        match event {
+            Event::RunStarted(e) => {
+                self.thread_id = e.thread_id;
+                self.run_id = e.run_id;
+                let fields = self.run_fields(&e.base);
+                self.frame(out, "RUN_STARTED", fields, ts);
+            }
+            Event::RunFinished(e) => {
+                if let Some(RunOutcome::Interrupt { interrupts }) = &e.outcome {
+                    let mut calls = Vec::new();
+                    for interrupt in interrupts {
+                        confirm::confirm_call(interrupt, &self.options.confirm_tool, &mut calls);
+                    }
+                    for call in calls {
+                        self.write(call, out)?;
+                    }
+                }
+                self.close_all(out, ts);
+                let fields = self.run_fields(&e.base);
+                self.frame(out, "RUN_FINISHED", fields, ts);
+            }
+            Event::RunError(e) => {
+                if self.options.error_notice {
+                    let id = format!("{}.error", self.run_id);
+                    let object = codec::text_business(&e.message, None);
+                    self.start_business(out, &id, "assistant", ts);
+                    self.business(out, &id, object, ts);
+                    self.end_business(out, &id, ts);
+                }
+                let mut fields = Map::new();
+                fields.insert("message".into(), e.message.into());
+                if let Some(code) = e.code {
+                    fields.insert("code".into(), code.into());
+                }
+                self.frame(out, "RUN_ERROR", fields, ts);
+            }
+            Event::StepStarted(e) => self.step(out, "STEP_STARTED", e.step_name, ts),
+            Event::StepFinished(e) => self.step(out, "STEP_FINISHED", e.step_name, ts),
+            Event::TextMessageStart(e) => {
+                self.start_business(out, &e.message_id, e.role.as_str(), ts);
+            }
+            Event::TextMessageContent(e) => {
+                let hai = hai_metadata(&e.base);
+                if e.delta.is_empty() && hai.is_none() {
+                    return Ok(());
+                }
+                let object = codec::text_business(&e.delta, hai);
+                self.business(out, &e.message_id, object, ts);
+            }
+            Event::TextMessageEnd(e) => self.end_business(out, &e.message_id, ts),
+            Event::ReasoningMessageStart(e) => {
+                let own = e
+                    .message_id
+                    .strip_suffix(":thinking")
+                    .filter(|m| self.open.iter().any(|b| b.id == *m))
+                    .map(str::to_owned)
+                    .or_else(|| match self.open.as_slice() {
+                        [only] => Some(only.id.clone()),
+                        _ => None,
+                    });
+                let (target, own_target) = match own {
+                    Some(target) => (target, false),
+                    None => {
+                        self.start_business(out, &e.message_id, "assistant", ts);
+                        (e.message_id.clone(), true)
+                    }
+                };
+                self.reasoning.push(Reasoning {
+                    id: e.message_id,
+                    target,
+                    own_target,
+                    started_ms: ts,
+                    synthesised: None,
+                });
+            }
+            Event::ReasoningMessageContent(e) => {
+                let Some(r) = self.reasoning.iter_mut().find(|r| r.id == e.message_id) else {
+                    return Ok(());
+                };
+                let hai = hai_metadata(&e.base);
+                let has_flags = hai.is_some_and(|h| h.contains_key("thinking"));
+                let elapsed = (ts - r.started_ms).max(0) / 1000;
+                if !has_flags {
+                    r.synthesised = Some(elapsed);
+                }
+                let target = r.target.clone();
+                let flags = [
+                    ("elapsed", elapsed.into()),
+                    ("thinking", true.into()),
+                    ("collapse", true.into()),
+                ];
+                let object = codec::thinking_business(&e.delta, hai, flags);
+                self.business(out, &target, object, ts);
+            }
+            Event::ReasoningMessageEnd(e) => {
+                let Some(pos) = self.reasoning.iter().position(|r| r.id == e.message_id) else {
+                    return Ok(());
+                };
+                let r = self.reasoning.remove(pos);
+                if let (Some(elapsed), true) = (r.synthesised, self.options.thinking_final_chunk) {
+                    let elapsed = elapsed.max((ts - r.started_ms).max(0) / 1000);
+                    let flags = [
+                        ("elapsed", elapsed.into()),
+                        ("thinking", false.into()),
+                        ("collapse", true.into()),
+                    ];
+                    let object = codec::thinking_business("", None, flags);
+                    self.business(out, &r.target, object, ts);
+                }
+                if r.own_target {
+                    self.end_business(out, &r.target, ts);
+                }
+            }
+            Event::ReasoningStart(_)
+            | Event::ReasoningEnd(_)
+            | Event::ReasoningEncryptedValue(_) => {}
+            Event::ToolCallStart(e) => {
+                if self.options.tool_args != ToolArgsEncoding::Stream {
+                    if self.args.len() >= MAX_HELD_CALLS {
+                        return Err(Failure::new(
+                            ErrorCode::UpstreamLimitExceeded,
+                            format!("more than {MAX_HELD_CALLS} tool calls open at once"),
+                        ));
+                    }
+                    self.args.insert(e.tool_call_id.clone(), String::new());
+                }
+                let mut fields = Map::new();
+                fields.insert("toolCallId".into(), e.tool_call_id.into());
+                fields.insert("toolCallName".into(), e.tool_call_name.into());
+                if let Some(parent) = e.parent_message_id {
+                    fields.insert("parentMessageId".into(), parent.into());
+                }
+                self.frame(out, "TOOL_CALL_START", fields, ts);
+            }
+            Event::ToolCallArgs(e) => match self.args.get_mut(&e.tool_call_id) {
+                Some(held) => {
+                    if held.len() + e.delta.len() > MAX_HELD_ARGS_BYTES {
+                        return Err(Failure::new(
+                            ErrorCode::InvalidToolArgs,
+                            format!("the arguments of tool call {:?} exceed {MAX_HELD_ARGS_BYTES} bytes", e.tool_call_id),
+                        ));
+                    }
+                    held.push_str(&e.delta);
+                }
+                None => {
+                    let mut fields = Map::new();
+                    fields.insert("toolCallId".into(), e.tool_call_id.into());
+                    fields.insert("delta".into(), e.delta.into());
+                    self.frame(out, "TOOL_CALL_ARGS", fields, ts);
+                }
+            },
+            Event::ToolCallEnd(e) => {
+                if let Some(held) = self.args.remove(&e.tool_call_id) {
+                    let object = Value::Object(args_object(&held));
+                    let delta = match self.options.tool_args {
+                        ToolArgsEncoding::Object => object,
+                        _ => Value::String(codec::json_string(&object)),
+                    };
+                    let mut fields = Map::new();
+                    fields.insert("toolCallId".into(), e.tool_call_id.clone().into());
+                    fields.insert("delta".into(), delta);
+                    self.frame(out, "TOOL_CALL_ARGS", fields, ts);
+                }
+                let mut fields = Map::new();
+                fields.insert("toolCallId".into(), e.tool_call_id.into());
+                self.frame(out, "TOOL_CALL_END", fields, ts);
+            }
+            Event::ToolCallResult(e) => {
+                let mut fields = Map::new();
+                fields.insert("messageId".into(), e.message_id.into());
+                fields.insert("toolCallId".into(), e.tool_call_id.into());
+                fields.insert("content".into(), result_text(e.content).into());
+                fields.insert("role".into(), "tool".into());
+                self.frame(out, "TOOL_CALL_RESULT", fields, ts);
+            }
+            Event::StateSnapshot(e) => {
+                let mut fields = Map::new();
+                fields.insert("snapshot".into(), e.snapshot);
+                self.frame(out, "STATE_SNAPSHOT", fields, ts);
+            }
+            Event::StateDelta(e) => {
+                let mut fields = Map::new();
+                fields.insert(
+                    "delta".into(),
+                    serde_json::to_value(e.delta).unwrap_or_default(),
+                );
+                self.frame(out, "STATE_DELTA", fields, ts);
+            }
+            Event::MessagesSnapshot(e) => {
+                let messages = history::encode(
+                    &e.messages,
+                    AssistantContent::Business(self.options.delta_encoding),
+                );
+                let mut fields = Map::new();
+                fields.insert("messages".into(), Value::Array(messages));
+                self.frame(out, self.options.snapshot_name.as_str(), fields, ts);
+            }
+            Event::Custom(e) => self.custom(out, e.name, e.value, ts),
+            Event::Raw(e) => {
+                let mut fields = Map::new();
+                fields.insert("event".into(), e.event);
+                if let Some(source) = e.source {
+                    fields.insert("source".into(), source.into());
+                }
+                self.frame(out, "RAW", fields, ts);
+            }
+            Event::SubagentStarted(e) if self.options.subagents == Subagents::Collaborative => {
+                let from = hai_metadata(&e.base)
+                    .and_then(|h| h.get("from"))
+                    .cloned()
+                    .unwrap_or_else(|| "agent".into());
+                let mut fields = Map::new();
+                fields.insert("from".into(), from);
+                fields.insert("to".into(), e.name.clone().into());
+                fields.insert("messageId".into(), e.subagent_run_id.clone().into());
+                self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_START", fields, ts);
+                let task = serde_json::json!({"task": {"id": e.subagent_run_id, "name": e.name}});
+                let mut fields = Map::new();
+                fields.insert("messageId".into(), e.subagent_run_id.into());
+                fields.insert("delta".into(), self.small_object(task));
+                self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_CONTENT", fields, ts);
+            }
+            Event::SubagentFinished(e) if self.options.subagents == Subagents::Collaborative => {
+                self.collaboration_end(out, e.subagent_run_id, ts);
+            }
+            Event::SubagentError(e) if self.options.subagents == Subagents::Collaborative => {
+                self.collaboration_end(out, e.subagent_run_id, ts);
+            }
+            // No HAI meaning: carried as HAI `CUSTOM agui.<TYPE>` (§3.4).
+            other @ (Event::ActivitySnapshot(_)
+            | Event::ActivityDelta(_)
+            | Event::SubagentStarted(_)
+            | Event::SubagentFinished(_)
+            | Event::SubagentError(_)) => {
+                let name = format!("agui.{}", other.event_type().as_str());
+                let mut value = serde_json::to_value(&other).unwrap_or_default();
+                if let Value::Object(map) = &mut value {
+                    map.shift_remove("type");
+                }
+                let mut fields = Map::new();
+                fields.insert("name".into(), name.into());
+                fields.insert("value".into(), value);
+                self.frame(out, "CUSTOM", fields, ts);
+            }
+            // The sequencer expands chunks; nothing else is left.
+            Event::TextMessageChunk(_)
+            | Event::ToolCallChunk(_)
+            | Event::ReasoningMessageChunk(_) => {}
+        }
+        Ok(())
+    }
+
+    fn run_fields(&self, base: &EventBase) -> Map<String, Value> {
+        let hai = hai_metadata(base);
+        let mut fields = Map::new();
+        if self.options.run_ids {
+            fields.insert("threadId".into(), self.thread_id.clone().into());
+            fields.insert("runId".into(), self.run_id.clone().into());
+        }
+        let message_id = hai
+            .and_then(|h| h.get("messageId"))
+            .cloned()
+            .unwrap_or_else(|| self.run_id.clone().into());
+        let role = hai
+            .and_then(|h| h.get("role"))
+            .cloned()
+            .unwrap_or_else(|| "assistant".into());
+        fields.insert("messageId".into(), message_id);
+        fields.insert("role".into(), role);
+        fields
+    }
+
+    fn step(&self, out: &mut BytesMut, ty: &str, name: String, ts: i64) {
+        let mut fields = Map::new();
+        fields.insert("stepName".into(), name.into());
+        self.frame(out, ty, fields, ts);
+    }
+
+    fn start_business(&mut self, out: &mut BytesMut, id: &str, role: &str, ts: i64) {
+        if !self.open.iter().any(|b| b.id == id) {
+            self.open.push(Business {
+                id: id.to_owned(),
+                role: role.to_owned(),
+            });
+        }
+        let mut fields = Map::new();
+        fields.insert("messageId".into(), id.into());
+        fields.insert("role".into(), role.into());
+        self.frame(out, "BUSINESS_DATA_START", fields, ts);
+    }
+
+    fn end_business(&mut self, out: &mut BytesMut, id: &str, ts: i64) {
+        let role = match self.open.iter().position(|b| b.id == id) {
+            Some(pos) => self.open.remove(pos).role,
+            None => "assistant".to_owned(),
+        };
+        let mut fields = Map::new();
+        fields.insert("messageId".into(), id.into());
+        fields.insert("role".into(), role.into());
+        self.frame(out, "BUSINESS_DATA_END", fields, ts);
+    }
+
+    /// Ends what is still open before the run's end (reasoning-only business messages).
+    fn close_all(&mut self, out: &mut BytesMut, ts: i64) {
+        self.reasoning.clear();
+        while let Some(open) = self.open.last() {
+            let id = open.id.clone();
+            self.end_business(out, &id, ts);
+        }
+    }
+
+    /// One business output of message `id`, in the profile's encoding.
+    fn business(&mut self, out: &mut BytesMut, id: &str, mut object: Map<String, Value>, ts: i64) {
+        let mut fields = Map::new();
+        fields.insert("messageId".into(), id.into());
+        match self.options.delta_encoding {
+            DeltaEncoding::JsonString => {
+                fields.insert(
+                    "delta".into(),
+                    codec::json_string(&Value::Object(object)).into(),
+                );
+            }
+            DeltaEncoding::Object => {
+                // Variant 2: blockId and style beside the delta, layout inside.
+                let mut top = Vec::new();
+                for key in &ATTRIBUTES[1..] {
+                    if let Some(v) = object.shift_remove(*key) {
+                        top.push((*key, v));
+                    }
+                }
+                fields.insert("delta".into(), Value::Object(object));
+                for (k, v) in top {
+                    fields.insert(k.into(), v);
+                }
+            }
+            DeltaEncoding::PlainText => match plain_text(&object) {
+                Some(text) => {
+                    fields.insert("delta".into(), text.into());
+                }
+                None => {
+                    let mut value = Map::with_capacity(object.len() + 1);
+                    value.insert("messageId".into(), id.into());
+                    value.extend(object);
+                    let mut fields = Map::new();
+                    fields.insert("name".into(), custom::BUSINESS_DATA.into());
+                    fields.insert("value".into(), Value::Object(value));
+                    self.frame(out, "CUSTOM", fields, ts);
+                    return;
+                }
+            },
+        }
+        self.frame(out, "BUSINESS_DATA_CONTENT", fields, ts);
+    }
+
+    fn custom(&mut self, out: &mut BytesMut, name: String, value: Value, ts: i64) {
+        match (name.as_str(), value) {
+            (custom::BUSINESS_DATA, Value::Object(mut object)) => {
+                let id = match object.shift_remove("messageId") {
+                    Some(Value::String(id)) => id,
+                    _ => format!("{}.business", self.run_id),
+                };
+                if self.open.iter().any(|b| b.id == id) {
+                    self.business(out, &id, object, ts);
+                } else {
+                    self.start_business(out, &id, "assistant", ts);
+                    self.business(out, &id, object, ts);
+                    self.end_business(out, &id, ts);
+                }
+            }
+            (custom::COLLABORATIVE, Value::Object(mut fields)) => {
+                let ty = match fields
+                    .shift_remove("phase")
+                    .as_ref()
+                    .and_then(Value::as_str)
+                {
+                    Some("start") => "AGENT_COLLABORATIVE_MESSAGE_START",
+                    Some("content") => "AGENT_COLLABORATIVE_MESSAGE_CONTENT",
+                    _ => "AGENT_COLLABORATIVE_MESSAGE_END",
+                };
+                if let Some(delta) = fields.shift_remove("delta") {
+                    let delta = match delta {
+                        Value::Object(_) => self.small_object(delta),
+                        other => other,
+                    };
+                    fields.insert("delta".into(), delta);
+                }
+                self.frame(out, ty, fields, ts);
+            }
+            (custom::EVENT, Value::Object(mut original)) => {
+                let ty = match original.shift_remove("type") {
+                    Some(Value::String(ty)) => ty,
+                    _ => String::new(),
+                };
+                self.frame(out, &ty, original, ts);
+            }
+            (custom::CUSTOM, Value::Object(mut inner)) => {
+                let mut fields = Map::new();
+                fields.insert(
+                    "name".into(),
+                    inner.shift_remove("name").unwrap_or_else(|| "".into()),
+                );
+                fields.insert(
+                    "value".into(),
+                    inner.shift_remove("value").unwrap_or_default(),
+                );
+                self.frame(out, "CUSTOM", fields, ts);
+            }
+            (_, value) => {
+                let mut fields = Map::new();
+                fields.insert("name".into(), name.into());
+                fields.insert("value".into(), value);
+                self.frame(out, "CUSTOM", fields, ts);
+            }
+        }
+    }
+
+    fn collaboration_end(&self, out: &mut BytesMut, id: String, ts: i64) {
+        let mut fields = Map::new();
+        fields.insert("messageId".into(), id.into());
+        self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_END", fields, ts);
+    }
+
+    /// A collaboration or argument object: the object itself in the `object` profile, else its
+    /// escaped JSON text (`hai-client` concatenates and parses it).
+    fn small_object(&self, object: Value) -> Value {
+        match self.options.delta_encoding {
+            DeltaEncoding::Object => object,
+            _ => Value::String(codec::json_string(&object)),
+        }
+    }
+
+    /// `data: {"type":…, fields…, "timestamp":…}` — the fields' own timestamp wins.
+    fn frame(&self, out: &mut BytesMut, ty: &str, fields: Map<String, Value>, ts: i64) {
+        let mut map = Map::with_capacity(fields.len() + 2);
+        map.insert("type".into(), ty.into());
+        map.extend(fields);
+        map.entry("timestamp").or_insert_with(|| ts.into());
+        if let Err(error) = sse::encode_json(out, None, &Value::Object(map)) {
+            tracing::error!(%error, event_type = ty, "could not encode a HAI event");
+        }
+    }
+}
+
+fn hai_metadata(base: &EventBase) -> Option<&Map<String, Value>> {
+    base.metadata
+        .as_ref()
+        .and_then(|m| m.get(METADATA_KEY))
+        .and_then(Value::as_object)
+}
+
+/// A text output with nothing but its text, as variant 1 can carry it.
+fn plain_text(object: &Map<String, Value>) -> Option<&str> {
+    let output = object.get("output")?.as_object()?;
+    if output.get("type")?.as_str()? != "text" {
+        return None;
+    }
+    output.get("content")?.as_str()
+}
+
+/// Argument text → one object (`translation.md` §5, `args.invalid = wrap`).
+fn args_object(text: &str) -> Map<String, Value> {
+    let mut wrapped = Map::new();
+    if text.trim().is_empty() {
+        return wrapped;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(object)) => return object,
+        Ok(value) => wrapped.insert("_value".into(), value),
+        Err(_) => wrapped.insert("_raw".into(), text.into()),
+    };
+    wrapped
+}
+
+/// Tool results are strings in HAI: text parts joined; any media part makes it the parts' JSON.
+fn result_text(content: MessageContent) -> String {
+    match content {
+        MessageContent::Text(text) => text,
+        MessageContent::Parts(parts) => {
+            if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+                parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        ContentPart::Text(t) => Some(t.text.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            } else {
+                serde_json::to_string(&parts).unwrap_or_default()
+            }
+        }
+    }
+}
