@@ -19,16 +19,17 @@ mod support;
 
 use std::{
     collections::{HashMap, VecDeque},
-    io::Read,
     panic::{catch_unwind, AssertUnwindSafe},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
     sync::{Mutex, OnceLock},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use serde_json::{json, Value};
+use support::node::{node_script, provision_node};
+use support::process::{run_command, succeed, INSTALL_PATIENCE};
 use support::{event_types, Gateway, Script, ScriptedUpstream};
 
 /// Outer limit for one validator process; `run-agent.mjs` also gets `--timeout` per run. Only the
@@ -36,8 +37,6 @@ use support::{event_types, Gateway, Script, ScriptedUpstream};
 const NODE_PATIENCE: Duration = Duration::from_secs(120);
 /// Per-run limit handed to `run-agent.mjs --timeout` (ms).
 const RUN_TIMEOUT_MS: &str = "60000";
-/// Limit for `npm ci` / `python -m venv` / `pip install`.
-const INSTALL_PATIENCE: Duration = Duration::from_secs(900);
 /// Fixture cases checked at once (each one runs a gateway and three validator processes).
 const FIXTURE_WORKERS: usize = 2;
 
@@ -45,10 +44,6 @@ const FIXTURE_WORKERS: usize = 2;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn node_dir() -> PathBuf {
-    root().join("tests/node")
 }
 
 fn python() -> PathBuf {
@@ -75,20 +70,6 @@ fn provision() {
     if let Err(problem) = result {
         panic!("real-client validators are not installed and installing them failed:\n{problem}");
     }
-}
-
-fn provision_node() -> Result<(), String> {
-    let modules = node_dir().join("node_modules");
-    let installed = ["@ag-ui/client", "@ag-ui/core", "rxjs"]
-        .iter()
-        .all(|package| modules.join(package).join("package.json").is_file());
-    if installed {
-        return Ok(());
-    }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(node_dir());
-    succeed(&mut npm, INSTALL_PATIENCE)
 }
 
 fn provision_python() -> Result<(), String> {
@@ -129,79 +110,7 @@ fn provision_python() -> Result<(), String> {
     }
 }
 
-// === processes ===
-
-struct Ran {
-    success: bool,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `command` to completion with piped output; kills it after `patience`.
-fn run_command(command: &mut Command, patience: Duration) -> Result<Ran, String> {
-    let what = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {what}: {e}"))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + patience;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} did not finish within {patience:?}; killed"));
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
-        }
-    };
-    Ok(Ran {
-        success: status.success(),
-        code: status.code(),
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    })
-}
-
-/// Runs an installer step; `Err` with its whole output unless it exits 0.
-fn succeed(command: &mut Command, patience: Duration) -> Result<(), String> {
-    let what = format!("{command:?}");
-    let ran = run_command(command, patience)?;
-    if ran.success {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} exited with {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            ran.code, ran.stdout, ran.stderr
-        ))
-    }
-}
+// === validators ===
 
 /// A validator's one-line JSON verdict and how the process ended.
 struct Verdict {
@@ -274,15 +183,9 @@ fn run_validator(mut command: Command, patience: Duration) -> Result<Verdict, St
     })
 }
 
-fn node(script: &str) -> Command {
-    let mut command = Command::new("node");
-    command.arg(node_dir().join(script)).current_dir(node_dir());
-    command
-}
-
 /// `run-agent.mjs --url URL --request REQUEST [--runs ...] --capture PREFIX`.
 fn run_agent(url: &str, request: &Path, runs: &[&Path], capture: &Path) -> Result<Verdict, String> {
-    let mut command = node("run-agent.mjs");
+    let mut command = node_script("run-agent.mjs");
     command
         .args(["--url", url, "--timeout", RUN_TIMEOUT_MS, "--request"])
         .arg(request)
@@ -338,7 +241,7 @@ fn validate_capture(capture: &Path, request: Option<&Path>) -> Vec<String> {
         }
     }
 
-    let mut replay = node("validate-stream.mjs");
+    let mut replay = node_script("validate-stream.mjs");
     replay.arg(capture).arg("--emission-rules");
     if let Some(request) = request {
         replay.arg("--request").arg(request);

@@ -6,6 +6,9 @@
 
 pub mod client;
 pub mod gateway;
+pub mod hai;
+pub mod node;
+pub mod process;
 pub mod random;
 pub mod upstream;
 
