@@ -6,6 +6,8 @@
 //!
 //! - `demo_agent_through_gateway_is_clean`: `--upstream builtin:demo`, a plain turn, then a
 //!   frontend-tool turn answered in a second run on the same agent.
+//! - `every_hai_backend_fixture_through_gateway_is_clean`: the same for the HAI streams of
+//!   `tests/fixtures/hai-agui/`, served by a HAI upstream (the AG-UI side of a HAI backend).
 //! - `every_fixture_through_gateway_is_clean`: each hand-written vendor stream of
 //!   `tests/fixtures/agui-agui/` served by a scripted upstream, through its own gateway.
 //! - `random_streams_after_translation_pass_the_real_client`: random vendor streams after the
@@ -629,13 +631,30 @@ fn demo_agent_through_gateway_is_clean() {
 
 // === the hand-written fixtures ===
 
-fn fixture_dir() -> PathBuf {
-    root().join("tests/fixtures/agui-agui")
+/// A directory of hand-written fixtures served by an upstream of `upstream_dialect`.
+#[derive(Clone, Copy)]
+struct FixtureSet {
+    dir: &'static str,
+    upstream_dialect: &'static str,
+}
+
+const AGUI_FIXTURES: FixtureSet = FixtureSet {
+    dir: "agui-agui",
+    upstream_dialect: "ag-ui",
+};
+
+const HAI_FIXTURES: FixtureSet = FixtureSet {
+    dir: "hai-agui",
+    upstream_dialect: "hai",
+};
+
+fn fixture_dir(set: FixtureSet) -> PathBuf {
+    root().join("tests/fixtures").join(set.dir)
 }
 
 /// Case names (`NAME` of `NAME.in`), sorted.
-fn fixture_cases() -> Vec<String> {
-    let mut cases: Vec<String> = std::fs::read_dir(fixture_dir())
+fn fixture_cases(set: FixtureSet) -> Vec<String> {
+    let mut cases: Vec<String> = std::fs::read_dir(fixture_dir(set))
         .expect("fixture directory")
         .filter_map(|e| e.ok())
         .filter_map(|e| {
@@ -667,14 +686,22 @@ fn sse_events(bytes: &[u8]) -> Result<Vec<Value>, String> {
 }
 
 /// Runs one fixture through its own gateway; returns what went wrong.
-fn check_fixture(case: &str, upstream: &str, dir: &Path) -> Vec<String> {
-    let request = fixture_dir().join(format!("{case}.request.json"));
-    let expected_bytes = std::fs::read(fixture_dir().join(format!("{case}.out")))
+fn check_fixture(set: FixtureSet, case: &str, upstream: &str, dir: &Path) -> Vec<String> {
+    let request = fixture_dir(set).join(format!("{case}.request.json"));
+    let expected_bytes = std::fs::read(fixture_dir(set).join(format!("{case}.out")))
         .unwrap_or_else(|e| panic!("{case}.out: {e}"));
     let expected = sse_events(&expected_bytes).unwrap_or_else(|e| panic!("{case}.out: {e}"));
+    let expected = without_truncation_text(expected);
     let expected_types = event_types(&expected);
 
-    let gateway = Gateway::agui(&format!("{upstream}/{case}"), &[]);
+    let gateway = Gateway::spawn(&[
+        "--client",
+        "ag-ui",
+        "--upstream",
+        &format!("{upstream}/{case}"),
+        "--upstream-dialect",
+        set.upstream_dialect,
+    ]);
     let prefix = dir.join(case);
     let verdict = match run_agent(&gateway.url(), &request, &[], &prefix) {
         Ok(v) => v,
@@ -693,6 +720,7 @@ fn check_fixture(case: &str, upstream: &str, dir: &Path) -> Vec<String> {
     match std::fs::read(&capture)
         .map_err(|e| e.to_string())
         .and_then(|b| sse_events(&b))
+        .map(without_truncation_text)
     {
         Ok(wire) if wire != expected => problems.push(format!(
             "the gateway's bytes differ from {case}.out:\n{}",
@@ -714,22 +742,45 @@ fn check_fixture(case: &str, upstream: &str, dir: &Path) -> Vec<String> {
     problems
 }
 
+/// The message of a synthesised `UPSTREAM_TRUNCATED` error is free text, not part of the contract.
+fn without_truncation_text(mut events: Vec<Value>) -> Vec<Value> {
+    for e in &mut events {
+        if e["type"] == "RUN_ERROR" && e["code"] == "UPSTREAM_TRUNCATED" {
+            if let Some(map) = e.as_object_mut() {
+                map.remove("message");
+            }
+        }
+    }
+    events
+}
+
 #[test]
 fn every_fixture_through_gateway_is_clean() {
+    fixtures_through_gateway(AGUI_FIXTURES);
+}
+
+/// The AG-UI side of a HAI backend (`translation.md` §3.3): each hand-written HAI stream served
+/// by a HAI upstream, read by the real client through the gateway.
+#[test]
+fn every_hai_backend_fixture_through_gateway_is_clean() {
+    fixtures_through_gateway(HAI_FIXTURES);
+}
+
+fn fixtures_through_gateway(set: FixtureSet) {
     provision();
-    let dir = scratch("fixtures");
-    let cases = fixture_cases();
+    let dir = scratch(&format!("fixtures-{}", set.dir));
+    let cases = fixture_cases(set);
     assert!(
         cases.len() >= 10,
         "expected the hand-written fixtures in {}, found {cases:?}",
-        fixture_dir().display()
+        fixture_dir(set).display()
     );
 
     // One upstream for all cases: `POST /<case>` replays `<case>.in` byte for byte.
     let bodies: HashMap<String, Vec<u8>> = cases
         .iter()
         .map(|case| {
-            let path = fixture_dir().join(format!("{case}.in"));
+            let path = fixture_dir(set).join(format!("{case}.in"));
             let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             (case.clone(), bytes)
         })
@@ -756,7 +807,7 @@ fn every_fixture_through_gateway_is_clean() {
                     return;
                 };
                 let problems = catch_unwind(AssertUnwindSafe(|| {
-                    check_fixture(&case, &upstream_url, &dir)
+                    check_fixture(set, &case, &upstream_url, &dir)
                 }))
                 .unwrap_or_else(|panic| {
                     let text = panic
