@@ -25,10 +25,15 @@ const MAX_HELD_CALLS: usize = 1024;
 /// Argument text held for one call (`translation.md` §5: over it the run fails).
 const MAX_HELD_ARGS_BYTES: usize = 1 << 20;
 
+/// A business message the canonical stream opened. Its `BUSINESS_DATA_START` is written with
+/// its first content: `hai-client` parses the buffer of every message at its end, and an empty
+/// buffer does not parse, so a message that never gets content is not written at all.
 #[derive(Debug)]
 struct Business {
     id: String,
     role: String,
+    start_ms: i64,
+    written: bool,
 }
 
 #[derive(Debug)]
@@ -350,27 +355,44 @@ impl HaiWriter {
         self.frame(out, ty, fields, ts);
     }
 
-    fn start_business(&mut self, out: &mut BytesMut, id: &str, role: &str, ts: i64) {
+    fn start_business(&mut self, _out: &mut BytesMut, id: &str, role: &str, ts: i64) {
         if !self.open.iter().any(|b| b.id == id) {
             self.open.push(Business {
                 id: id.to_owned(),
                 role: role.to_owned(),
+                start_ms: ts,
+                written: false,
             });
         }
+    }
+
+    /// Writes the `BUSINESS_DATA_START` of `id` if its first content is about to go out.
+    fn ensure_started(&mut self, out: &mut BytesMut, id: &str) {
+        let Some(open) = self.open.iter_mut().find(|b| b.id == id) else {
+            return;
+        };
+        if open.written {
+            return;
+        }
+        open.written = true;
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
-        fields.insert("role".into(), role.into());
+        fields.insert("role".into(), open.role.clone().into());
+        let ts = open.start_ms;
         self.frame(out, "BUSINESS_DATA_START", fields, ts);
     }
 
     fn end_business(&mut self, out: &mut BytesMut, id: &str, ts: i64) {
-        let role = match self.open.iter().position(|b| b.id == id) {
-            Some(pos) => self.open.remove(pos).role,
-            None => "assistant".to_owned(),
+        let Some(pos) = self.open.iter().position(|b| b.id == id) else {
+            return;
         };
+        let open = self.open.remove(pos);
+        if !open.written {
+            return;
+        }
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
-        fields.insert("role".into(), role.into());
+        fields.insert("role".into(), open.role.into());
         self.frame(out, "BUSINESS_DATA_END", fields, ts);
     }
 
@@ -423,6 +445,7 @@ impl HaiWriter {
                 }
             },
         }
+        self.ensure_started(out, id);
         self.frame(out, "BUSINESS_DATA_CONTENT", fields, ts);
     }
 
@@ -562,5 +585,69 @@ fn result_text(content: MessageContent) -> String {
                 serde_json::to_string(&parts).unwrap_or_default()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write_all(writer: &mut HaiWriter, events: Value) -> Result<Vec<Value>, Failure> {
+        let mut out = BytesMut::new();
+        for event in events.as_array().unwrap() {
+            writer.write(serde_json::from_value(event.clone()).unwrap(), &mut out)?;
+        }
+        let text = std::str::from_utf8(&out).unwrap();
+        Ok(text
+            .split_terminator("\n\n")
+            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
+            .collect())
+    }
+
+    #[test]
+    fn a_message_without_content_is_not_written() {
+        let mut writer = HaiWriter::new(WriterOptions::default());
+        writer.set_now(7);
+        let events = write_all(
+            &mut writer,
+            json!([
+                {"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant","timestamp":1},
+                {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""},
+                {"type":"TEXT_MESSAGE_END","messageId":"m"},
+                {"type":"TEXT_MESSAGE_START","messageId":"n","role":"assistant","timestamp":2},
+                {"type":"TEXT_MESSAGE_CONTENT","messageId":"n","delta":"hi"},
+                {"type":"TEXT_MESSAGE_END","messageId":"n"}
+            ]),
+        )
+        .unwrap();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "BUSINESS_DATA_START",
+                "BUSINESS_DATA_CONTENT",
+                "BUSINESS_DATA_END"
+            ]
+        );
+        assert_eq!(events[0]["messageId"], "n");
+        // The start keeps the time of its canonical event; the others get the clock.
+        assert_eq!(events[0]["timestamp"], 2);
+        assert_eq!(events[1]["timestamp"], 7);
+    }
+
+    #[test]
+    fn held_arguments_are_bounded() {
+        let mut writer = HaiWriter::new(WriterOptions::default());
+        let big = "x".repeat(MAX_HELD_ARGS_BYTES / 2 + 1);
+        let result = write_all(
+            &mut writer,
+            json!([
+                {"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"},
+                {"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":big},
+                {"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":big}
+            ]),
+        );
+        assert_eq!(result.unwrap_err().code, ErrorCode::InvalidToolArgs);
     }
 }
