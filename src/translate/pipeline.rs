@@ -85,7 +85,7 @@ pub struct StreamStats {
 }
 
 enum Reader {
-    AgUi(AguiReader),
+    AgUi(Box<AguiReader>),
     Hai(Box<HaiReader>),
 }
 
@@ -128,11 +128,11 @@ impl Pipeline {
             to: spec.client,
         };
         let reader = match spec.upstream {
-            Dialect::AgUi => Reader::AgUi(AguiReader::new(
+            Dialect::AgUi => Reader::AgUi(Box::new(AguiReader::new(
                 &spec.ids,
                 spec.mappings.agui.clone(),
                 spec.reader,
-            )),
+            ))),
             Dialect::Hai => Reader::Hai(Box::new(HaiReader::new(
                 &spec.ids,
                 &spec.mappings,

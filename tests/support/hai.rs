@@ -132,13 +132,12 @@ pub fn normalise(events: &[Value], run_id: &str) -> Vec<Value> {
                     map.remove("messageId");
                 }
             }
-            "TOOL_CALL_START" => {
+            "TOOL_CALL_START"
                 if map
                     .get("parentMessageId")
-                    .is_some_and(|p| p.is_null() || p == "")
-                {
-                    map.remove("parentMessageId");
-                }
+                    .is_some_and(|p| p.is_null() || p == "") =>
+            {
+                map.remove("parentMessageId");
             }
             "MESSAGE_SNAPSHOT" | "MESSAGES_SNAPSHOT" => {
                 map.insert("type".into(), "MESSAGE_SNAPSHOT".into());

@@ -202,7 +202,7 @@ pub(super) fn json_string(value: &Value) -> String {
 /// Escapes braces inside the string literals of compact JSON text (`hai.md` §6 obligation 2).
 pub fn escape_braces_in_strings(json: &str) -> String {
     let bytes = json.as_bytes();
-    if !bytes.iter().any(|b| *b == b'"') {
+    if !bytes.contains(&b'"') {
         return json.to_owned();
     }
     let mut out = String::with_capacity(json.len() + 16);

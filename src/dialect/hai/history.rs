@@ -38,9 +38,9 @@ pub(super) fn decode(
             out.push(message);
             continue;
         };
-        if !map
+        if map
             .get("id")
-            .is_some_and(|id| id.as_str().is_some_and(|s| !s.is_empty()))
+            .is_none_or(|id| id.as_str().is_none_or(str::is_empty))
         {
             map.insert("id".into(), mint.next('h').into());
         }

@@ -24,9 +24,9 @@ pub fn read_request(
         if let Some(v) = map.shift_remove(snake) {
             map.entry(camel).or_insert(v);
         }
-        if !map
+        if map
             .get(camel)
-            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
         {
             map.insert(camel.into(), new_id().into());
         }
@@ -59,12 +59,12 @@ pub fn read_request(
         }
     }
     if let Some(initial) = map.shift_remove("initialState") {
-        if !map.get("state").is_some_and(|s| !s.is_null()) {
+        if map.get("state").is_none_or(Value::is_null) {
             map.insert("state".into(), initial);
         }
     }
     map.insert("protocolVersion".into(), PROTOCOL_VERSION.into());
-    if !map.get("forwardedProps").is_some_and(|v| !v.is_null()) {
+    if map.get("forwardedProps").is_none_or(Value::is_null) {
         map.insert("forwardedProps".into(), Value::Object(Map::new()));
     }
     input_from_map(map, &mappings.agui)
