@@ -185,6 +185,22 @@ pub enum MessageContent {
     Parts(Vec<ContentPart>),
 }
 
+impl MessageContent {
+    /// The text alone: the string, or the text parts joined (media parts dropped).
+    pub fn text(&self) -> String {
+        match self {
+            MessageContent::Text(text) => text.clone(),
+            MessageContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+}
+
 impl From<String> for MessageContent {
     fn from(s: String) -> Self {
         MessageContent::Text(s)

@@ -7,8 +7,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::event::{
-    ContentPart, Event, EventBase, Interrupt, Message, MessageContent, ResumeEntry, ResumeStatus,
-    RunAgentInput, ToolCallArgs, ToolCallEnd, ToolCallStart,
+    Event, EventBase, Interrupt, Message, ResumeEntry, ResumeStatus, RunAgentInput, ToolCallArgs,
+    ToolCallEnd, ToolCallStart,
 };
 
 /// `hitl.confirm_tool.name`'s default.
@@ -91,16 +91,7 @@ pub fn answers_to_resume(input: &mut RunAgentInput) -> bool {
         let Some(interrupt_id) = tool.tool_call_id.strip_prefix(INTERRUPT_PREFIX) else {
             return true;
         };
-        let content = Value::String(match &tool.content {
-            MessageContent::Text(text) => text.clone(),
-            MessageContent::Parts(parts) => parts
-                .iter()
-                .filter_map(|p| match p {
-                    ContentPart::Text(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect(),
-        });
+        let content = Value::String(tool.content.text());
         let mut payload = Map::new();
         match parse_granted(&content) {
             Ok(()) => {

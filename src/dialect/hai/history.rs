@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::codec::{self, Output};
 use super::{DeltaEncoding, METADATA_KEY};
-use crate::event::{ContentPart, Message, MessageContent};
+use crate::event::Message;
 use crate::mapping::HaiTables;
 use crate::translate::IdMint;
 
@@ -146,7 +146,7 @@ pub(super) fn encode(messages: &[Message], assistant: AssistantContent) -> Vec<V
                 continue;
             }
             Message::User(m) => (
-                base("user", &m.id, Some(text_of(&m.content)), m.name.as_deref()),
+                base("user", &m.id, Some(m.content.text()), m.name.as_deref()),
                 &m.metadata,
             ),
             Message::System(m) | Message::Developer(m) => {
@@ -161,7 +161,7 @@ pub(super) fn encode(messages: &[Message], assistant: AssistantContent) -> Vec<V
                 )
             }
             Message::Tool(m) => {
-                let mut map = base("tool", &m.id, Some(text_of(&m.content)), None);
+                let mut map = base("tool", &m.id, Some(m.content.text()), None);
                 map.insert("toolCallId".into(), m.tool_call_id.clone().into());
                 if let Some(error) = &m.error {
                     map.insert("error".into(), error.clone().into());
@@ -217,20 +217,6 @@ fn hai_of(metadata: &Option<Map<String, Value>>) -> Option<&Map<String, Value>> 
         .as_ref()
         .and_then(|m| m.get(METADATA_KEY))
         .and_then(Value::as_object)
-}
-
-/// HAI content is text only: text parts joined, media dropped (`translation.md` §8.10).
-pub(super) fn text_of(content: &MessageContent) -> String {
-    match content {
-        MessageContent::Text(text) => text.clone(),
-        MessageContent::Parts(parts) => parts
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect(),
-    }
 }
 
 fn assistant_content(

@@ -574,13 +574,7 @@ fn result_text(content: MessageContent) -> String {
         MessageContent::Text(text) => text,
         MessageContent::Parts(parts) => {
             if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
-                parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        ContentPart::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect()
+                MessageContent::Parts(parts).text()
             } else {
                 serde_json::to_string(&parts).unwrap_or_default()
             }
