@@ -15,19 +15,7 @@ use dialect_proxy::translate::{Pipeline, PipelineSpec, RunIds};
 use serde_json::Value;
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agui-agui");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("fixture directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "in"))
-        .collect();
-    cases.sort();
-    assert!(
-        cases.len() >= 10,
-        "expected the hand-written fixtures in {}",
-        dir.display()
-    );
-    cases
+    support::fixture_inputs("agui-agui")
 }
 
 fn spec(case: &Path) -> PipelineSpec {

@@ -28,21 +28,7 @@ use support::random::Rng;
 const CLOCK: i64 = 1_760_000_000_000;
 
 fn cases(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(dir);
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("fixture directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "in"))
-        .collect();
-    cases.sort();
-    assert!(
-        cases.len() >= 10,
-        "expected the hand-written fixtures in {}",
-        dir.display()
-    );
-    cases
+    support::fixture_inputs(dir)
 }
 
 /// `NAME.options.json` → the route's HAI options.

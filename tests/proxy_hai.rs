@@ -27,18 +27,28 @@ fn hai_request(messages: Value) -> String {
     .to_string()
 }
 
-fn hai_gateway(upstream: &ScriptedUpstream, extra: &[&str]) -> Gateway {
+/// The gateway between a `client` and `upstream`, which speaks `upstream_dialect`.
+fn gateway(
+    client: &str,
+    upstream: &ScriptedUpstream,
+    upstream_dialect: &str,
+    extra: &[&str],
+) -> Gateway {
     let url = upstream.url("/agent");
     let mut args = vec![
         "--client",
-        "hai",
+        client,
         "--upstream",
         &url,
         "--upstream-dialect",
-        "ag-ui",
+        upstream_dialect,
     ];
     args.extend_from_slice(extra);
     Gateway::spawn(&args)
+}
+
+fn hai_gateway(upstream: &ScriptedUpstream, extra: &[&str]) -> Gateway {
+    gateway("hai", upstream, "ag-ui", extra)
 }
 
 /// Posts, expects a 200 SSE response, reads to the clean end.
@@ -184,15 +194,7 @@ async fn agui_client_in_front_of_a_hai_upstream() {
         json!({"type":"RUN_FINISHED","messageId":"msgId-001","role":"assistant","timestamp":1620000002500_i64}),
     ];
     let upstream = ScriptedUpstream::with_script(Script::sse_json(&hai)).await;
-    let url = upstream.url("/chat");
-    let gateway = Gateway::spawn(&[
-        "--client",
-        "ag-ui",
-        "--upstream",
-        &url,
-        "--upstream-dialect",
-        "hai",
-    ]);
+    let gateway = gateway("ag-ui", &upstream, "hai", &[]);
     let body = json!({"threadId":THREAD,"runId":RUN,"protocolVersion":"1.0","state":{},
         "messages":[{"id":"u1","role":"user","content":"介绍下HAI"},
                     {"id":"r0","role":"reasoning","content":"private"}],
@@ -374,15 +376,7 @@ async fn a_truncated_hai_upstream_ends_the_agui_stream_with_upstream_truncated()
         .close(),
     )
     .await;
-    let url = upstream.url("/chat");
-    let gateway = Gateway::spawn(&[
-        "--client",
-        "ag-ui",
-        "--upstream",
-        &url,
-        "--upstream-dialect",
-        "hai",
-    ]);
+    let gateway = gateway("ag-ui", &upstream, "hai", &[]);
     let mut response = send(
         gateway.addr,
         &Request::post_json("/", support::run_input(THREAD, RUN)),

@@ -187,3 +187,22 @@ pub fn diff_events(expected: &[Value], actual: &[Value]) -> String {
     }
     report
 }
+
+/// The `NAME.in` files of `tests/fixtures/<dir>/`, sorted; at least ten hand-written cases.
+pub fn fixture_inputs(dir: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
+    let mut cases: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("fixture directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "in"))
+        .collect();
+    cases.sort();
+    assert!(
+        cases.len() >= 10,
+        "expected the hand-written fixtures in {}",
+        dir.display()
+    );
+    cases
+}

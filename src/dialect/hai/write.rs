@@ -102,7 +102,7 @@ impl HaiWriter {
                 if self.options.error_notice {
                     let id = format!("{}.error", self.run_id);
                     let object = codec::text_business(&e.message, None);
-                    self.start_business(out, &id, "assistant", ts);
+                    self.open_business(&id, "assistant", ts);
                     self.business(out, &id, object, ts);
                     self.end_business(out, &id, ts);
                 }
@@ -116,7 +116,7 @@ impl HaiWriter {
             Event::StepStarted(e) => self.step(out, "STEP_STARTED", e.step_name, ts),
             Event::StepFinished(e) => self.step(out, "STEP_FINISHED", e.step_name, ts),
             Event::TextMessageStart(e) => {
-                self.start_business(out, &e.message_id, e.role.as_str(), ts);
+                self.open_business(&e.message_id, e.role.as_str(), ts);
             }
             Event::TextMessageContent(e) => {
                 let hai = hai_metadata(&e.base);
@@ -140,7 +140,7 @@ impl HaiWriter {
                 let (target, own_target) = match own {
                     Some(target) => (target, false),
                     None => {
-                        self.start_business(out, &e.message_id, "assistant", ts);
+                        self.open_business(&e.message_id, "assistant", ts);
                         (e.message_id.clone(), true)
                     }
                 };
@@ -355,7 +355,8 @@ impl HaiWriter {
         self.frame(out, ty, fields, ts);
     }
 
-    fn start_business(&mut self, _out: &mut BytesMut, id: &str, role: &str, ts: i64) {
+    /// Records an open business message; its START is written with its first content.
+    fn open_business(&mut self, id: &str, role: &str, ts: i64) {
         if !self.open.iter().any(|b| b.id == id) {
             self.open.push(Business {
                 id: id.to_owned(),
@@ -459,7 +460,7 @@ impl HaiWriter {
                 if self.open.iter().any(|b| b.id == id) {
                     self.business(out, &id, object, ts);
                 } else {
-                    self.start_business(out, &id, "assistant", ts);
+                    self.open_business(&id, "assistant", ts);
                     self.business(out, &id, object, ts);
                     self.end_business(out, &id, ts);
                 }
