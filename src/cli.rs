@@ -10,6 +10,7 @@ use bytes::BytesMut;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, Overrides, RawLimits};
+use crate::dialect::aap::types::StreamMode;
 use crate::dialect::hai::{DeltaEncoding, HaiOptions, ToolArgsEncoding};
 use crate::dialect::read_request;
 use crate::dialect::Dialect;
@@ -134,6 +135,13 @@ struct TranslateArgs {
     /// HAI output: tool arguments (whole_json_string, object, stream).
     #[arg(long, default_value = "whole_json_string")]
     hai_tool_args: ToolArgsEncoding,
+    /// AAP output: the turn's stream mode (delta, message, none).
+    #[arg(long, default_value = "delta", value_parser = ["delta", "message", "none"])]
+    aap_stream: String,
+    /// AAP output: the session's client tools, comma-separated (their calls stop the turn with
+    /// `tool_use` for the client to run); the request's tools when a request is given.
+    #[arg(long, value_delimiter = ',')]
+    aap_client_tools: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -309,6 +317,12 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     let mut spec = PipelineSpec::new(args.from, args.to, ids);
     spec.mappings = mappings;
     spec.hai = hai;
+    spec.aap.options.mode = StreamMode::from_wire(Some(&args.aap_stream));
+    spec.aap.options.client_tools = if args.aap_client_tools.is_empty() {
+        tools.clone()
+    } else {
+        args.aap_client_tools
+    };
     spec.tools = tools;
     spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
     let mut pipeline = Pipeline::new(spec)?;
@@ -320,6 +334,9 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         }
     };
     let mut stdout = std::io::stdout().lock();
+    if let Some(opening) = pipeline.opening() {
+        stdout.write_all(opening)?;
+    }
     let mut chunk = vec![0u8; 64 * 1024];
     let mut out = BytesMut::new();
     loop {

@@ -53,6 +53,18 @@ pub enum ErrorCode {
     GatewayShutdown,
     /// The route asks for a translation this build does not have.
     NotImplemented,
+    /// The request lacks a valid API key.
+    Unauthorized,
+    /// A turn is already running on the session.
+    TurnInProgress,
+    /// The session store is full.
+    SessionLimit,
+    /// A session's history reached its size limit.
+    HistoryLimitExceeded,
+    /// A turn does not answer every call the previous turn left pending.
+    IncompleteToolResults,
+    /// A turn answers a call that is not pending.
+    UnknownToolCall,
 }
 
 impl ErrorCode {
@@ -84,6 +96,12 @@ impl ErrorCode {
             ErrorCode::UpstreamLimitExceeded => "UPSTREAM_LIMIT_EXCEEDED",
             ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
             ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::TurnInProgress => "TURN_IN_PROGRESS",
+            ErrorCode::SessionLimit => "SESSION_LIMIT",
+            ErrorCode::HistoryLimitExceeded => "HISTORY_LIMIT_EXCEEDED",
+            ErrorCode::IncompleteToolResults => "INCOMPLETE_TOOL_RESULTS",
+            ErrorCode::UnknownToolCall => "UNKNOWN_TOOL_CALL",
         }
     }
 
@@ -93,7 +111,13 @@ impl ErrorCode {
             | ErrorCode::NotFound
             | ErrorCode::MethodNotAllowed
             | ErrorCode::PayloadTooLarge
-            | ErrorCode::RequestTimeout => Fault::Client,
+            | ErrorCode::RequestTimeout
+            | ErrorCode::Unauthorized
+            | ErrorCode::TurnInProgress
+            | ErrorCode::SessionLimit
+            | ErrorCode::HistoryLimitExceeded
+            | ErrorCode::IncompleteToolResults
+            | ErrorCode::UnknownToolCall => Fault::Client,
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamHeadersTimeout
@@ -115,6 +139,13 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::TurnInProgress => StatusCode::CONFLICT,
+            ErrorCode::SessionLimit => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::HistoryLimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::IncompleteToolResults | ErrorCode::UnknownToolCall => {
+                StatusCode::BAD_REQUEST
+            }
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamTruncated
@@ -184,6 +215,12 @@ mod tests {
         ErrorCode::UpstreamLimitExceeded,
         ErrorCode::GatewayShutdown,
         ErrorCode::NotImplemented,
+        ErrorCode::Unauthorized,
+        ErrorCode::TurnInProgress,
+        ErrorCode::SessionLimit,
+        ErrorCode::HistoryLimitExceeded,
+        ErrorCode::IncompleteToolResults,
+        ErrorCode::UnknownToolCall,
     ];
 
     #[test]

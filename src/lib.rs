@@ -27,6 +27,7 @@ pub mod error;
 pub mod event;
 pub mod mapping;
 pub mod proxy;
+pub mod session;
 pub mod sse;
 pub mod telemetry;
 pub mod translate;

@@ -4,6 +4,7 @@
 //!
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
+pub mod aap;
 pub mod agui;
 pub mod hai;
 

@@ -80,6 +80,97 @@ pub fn parse_granted(content: &Value) -> Result<(), Option<String>> {
     }
 }
 
+/// What the gateway writes into a confirm tool's result (`hitl.confirm_tool.result_encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResultEncoding {
+    /// `{"confirmed":true}` / `{"confirmed":false,"reason":"…"}`.
+    #[default]
+    Object,
+    /// `true` / `false`.
+    Boolean,
+    /// `confirmed` / `denied`.
+    Word,
+}
+
+impl ResultEncoding {
+    pub fn encode(self, granted: bool, reason: Option<&str>) -> String {
+        match (self, granted) {
+            (ResultEncoding::Object, true) => json!({"confirmed": true}).to_string(),
+            (ResultEncoding::Object, false) => match reason {
+                Some(reason) => json!({"confirmed": false, "reason": reason}).to_string(),
+                None => json!({"confirmed": false}).to_string(),
+            },
+            (ResultEncoding::Boolean, g) => g.to_string(),
+            (ResultEncoding::Word, true) => "confirmed".into(),
+            (ResultEncoding::Word, false) => "denied".into(),
+        }
+    }
+}
+
+impl std::str::FromStr for ResultEncoding {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "object" => Ok(ResultEncoding::Object),
+            "boolean" => Ok(ResultEncoding::Boolean),
+            "word" => Ok(ResultEncoding::Word),
+            other => Err(format!(
+                "unknown value {other:?} (expected object, boolean or word)"
+            )),
+        }
+    }
+}
+
+/// How a denied permission reaches an upstream that asked with an interrupt
+/// (`hitl.denial_as`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenialAs {
+    /// `status: "resolved"` with `payload.approved = false`.
+    #[default]
+    Resolved,
+    /// `status: "cancelled"`.
+    Cancelled,
+}
+
+impl std::str::FromStr for DenialAs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "resolved" => Ok(DenialAs::Resolved),
+            "cancelled" => Ok(DenialAs::Cancelled),
+            other => Err(format!(
+                "unknown value {other:?} (expected resolved or cancelled)"
+            )),
+        }
+    }
+}
+
+/// The `resume` entry answering interrupt `interrupt_id` with a permission decision.
+pub fn permission_resume(
+    interrupt_id: &str,
+    granted: bool,
+    reason: Option<&str>,
+    denial: DenialAs,
+) -> ResumeEntry {
+    let mut payload = Map::new();
+    payload.insert("approved".into(), granted.into());
+    if let (false, Some(reason)) = (granted, reason) {
+        payload.insert("reason".into(), reason.into());
+    }
+    ResumeEntry {
+        interrupt_id: interrupt_id.to_owned(),
+        status: if !granted && denial == DenialAs::Cancelled {
+            ResumeStatus::Cancelled
+        } else {
+            ResumeStatus::Resolved
+        },
+        payload: Some(Value::Object(payload)),
+        metadata: None,
+    }
+}
+
 /// Turns the answers to synthetic confirm calls in `input` into `resume` entries and removes the
 /// calls and answers from the history the upstream sees. True when anything was converted.
 pub fn answers_to_resume(input: &mut RunAgentInput) -> bool {
@@ -92,24 +183,14 @@ pub fn answers_to_resume(input: &mut RunAgentInput) -> bool {
             return true;
         };
         let content = Value::String(tool.content.text());
-        let mut payload = Map::new();
-        match parse_granted(&content) {
-            Ok(()) => {
-                payload.insert("approved".into(), true.into());
-            }
-            Err(reason) => {
-                payload.insert("approved".into(), false.into());
-                if let Some(reason) = reason {
-                    payload.insert("reason".into(), reason.into());
-                }
-            }
-        }
-        resume.push(ResumeEntry {
-            interrupt_id: interrupt_id.to_owned(),
-            status: ResumeStatus::Resolved,
-            payload: Some(Value::Object(payload)),
-            metadata: None,
-        });
+        let verdict = parse_granted(&content);
+        let reason = verdict.clone().err().flatten();
+        resume.push(permission_resume(
+            interrupt_id,
+            verdict.is_ok(),
+            reason.as_deref(),
+            DenialAs::Resolved,
+        ));
         false
     });
     if resume.is_empty() {
@@ -169,6 +250,25 @@ mod tests {
             parse_granted(&json!({"approved":false,"reason":"no"})),
             Err(Some("no".into()))
         );
+    }
+
+    #[test]
+    fn result_encodings() {
+        assert_eq!(ResultEncoding::Object.encode(true, None), r#"{"confirmed":true}"#);
+        assert_eq!(
+            ResultEncoding::Object.encode(false, Some("not now")),
+            r#"{"confirmed":false,"reason":"not now"}"#
+        );
+        assert_eq!(ResultEncoding::Boolean.encode(false, Some("x")), "false");
+        assert_eq!(ResultEncoding::Word.encode(true, None), "confirmed");
+        // What the gateway writes, its own parser reads back the same way.
+        for e in [ResultEncoding::Object, ResultEncoding::Boolean, ResultEncoding::Word] {
+            assert_eq!(parse_granted(&Value::String(e.encode(true, None))), Ok(()));
+            assert!(parse_granted(&Value::String(e.encode(false, None))).is_err());
+        }
+        let denied = permission_resume("i", false, Some("no"), DenialAs::Cancelled);
+        assert_eq!(denied.status, ResumeStatus::Cancelled);
+        assert_eq!(denied.payload, Some(json!({"approved": false, "reason": "no"})));
     }
 
     #[test]

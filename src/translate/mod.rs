@@ -21,6 +21,7 @@ pub mod confirm;
 mod owners;
 pub mod pipeline;
 pub mod sequencer;
+pub mod transcript;
 pub mod verify;
 
 pub use pipeline::{Pipeline, PipelineSpec, StreamStats};

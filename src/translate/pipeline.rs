@@ -11,14 +11,16 @@ use std::fmt;
 
 use bytes::BytesMut;
 
+use crate::dialect::aap::{AapWriter, TurnOptions};
 use crate::dialect::agui::{AguiReader, AguiWriter, ReaderOptions, UnknownFields};
 use crate::dialect::hai::{HaiOptions, HaiReader, HaiWriter};
 use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
-use crate::event::Event;
+use crate::event::{Event, Message};
 use crate::mapping::Mappings;
 use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
+use super::transcript::Transcript;
 use super::{Clock, DropKind, Input, Note, RunIds, RunSequencer};
 
 /// What a pipeline is built from.
@@ -41,7 +43,37 @@ pub struct PipelineSpec {
     pub tools: Vec<String>,
     /// The time stamped on events of dialects that require one.
     pub clock: Clock,
+    /// The AAP turn a run answers, when the client speaks AAP.
+    pub aap: AapTurn,
 }
+
+/// What an AAP client's writer starts from: the turn's options, and the session history and
+/// state the run continues (its transcript grows from them).
+#[derive(Debug, Clone)]
+pub struct AapTurn {
+    pub options: TurnOptions,
+    pub history: Vec<Message>,
+    pub state: Option<serde_json::Value>,
+    /// Bytes the run may add to the history.
+    pub budget: usize,
+}
+
+impl Default for AapTurn {
+    fn default() -> Self {
+        AapTurn {
+            options: TurnOptions {
+                confirm_tool: crate::translate::confirm::DEFAULT_TOOL.into(),
+                ..TurnOptions::default()
+            },
+            history: Vec::new(),
+            state: None,
+            budget: DEFAULT_TURN_BUDGET,
+        }
+    }
+}
+
+/// What one run may add to a transcript when nothing smaller is configured.
+pub const DEFAULT_TURN_BUDGET: usize = 64 << 20;
 
 impl PipelineSpec {
     /// Defaults for everything but the dialects and ids.
@@ -59,6 +91,7 @@ impl PipelineSpec {
             hai: HaiOptions::default(),
             tools: Vec::new(),
             clock: Clock::System,
+            aap: AapTurn::default(),
         }
     }
 }
@@ -92,6 +125,7 @@ enum Reader {
 enum Writer {
     AgUi(AguiWriter),
     Hai(Box<HaiWriter>),
+    Aap(Box<AapWriter>),
 }
 
 /// See the module docs.
@@ -145,7 +179,11 @@ impl Pipeline {
         let writer = match spec.client {
             Dialect::AgUi => Writer::AgUi(AguiWriter::new(spec.unknown_fields)),
             Dialect::Hai => Writer::Hai(Box::new(HaiWriter::new(spec.hai.writer))),
-            Dialect::Aap => return Err(unsupported),
+            Dialect::Aap => {
+                let turn = spec.aap;
+                let transcript = Transcript::new(turn.history, turn.state, turn.budget);
+                Writer::Aap(Box::new(AapWriter::new(turn.options, transcript)))
+            }
         };
         Ok(Pipeline {
             decoder: SseDecoder::with_framing(spec.framing, spec.max_event_bytes),
@@ -181,6 +219,31 @@ impl Pipeline {
     /// The gateway error that ended the run, if it was the gateway that ended it.
     pub fn failure(&self) -> Option<ErrorCode> {
         self.failure
+    }
+
+    /// What the client receives before the first upstream byte, when its dialect opens a
+    /// stream with an event (AAP's `turn_start`).
+    pub fn opening(&self) -> Option<&'static [u8]> {
+        match &self.writer {
+            Writer::Aap(w) => w.opening(),
+            _ => None,
+        }
+    }
+
+    /// The AAP writer, when the client speaks AAP: its transcript and stop.
+    pub fn aap(&self) -> Option<&AapWriter> {
+        match &self.writer {
+            Writer::Aap(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Ends the pipeline, handing over the AAP writer when there is one.
+    pub fn into_aap(self) -> Option<AapWriter> {
+        match self.writer {
+            Writer::Aap(w) => Some(*w),
+            _ => None,
+        }
     }
 
     /// Feeds upstream bytes; appends the client's bytes for every complete event to `out`.
@@ -282,6 +345,7 @@ impl Pipeline {
             match &mut self.writer {
                 Writer::AgUi(w) => w.write(event, out),
                 Writer::Hai(w) => refused = w.write(event, out).err(),
+                Writer::Aap(w) => refused = w.write(event, out).err(),
             }
         }
         self.seq_out.clear();
@@ -313,6 +377,9 @@ impl Pipeline {
 pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsupported> {
     let mut pipeline = Pipeline::new(spec)?;
     let mut out = BytesMut::new();
+    if let Some(opening) = pipeline.opening() {
+        out.extend_from_slice(opening);
+    }
     pipeline.push(input, &mut out);
     pipeline.end(&mut out);
     Ok(out)

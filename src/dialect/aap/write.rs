@@ -1,0 +1,515 @@
+//! Canonical events → an AAP turn (`translation.md` §4.2, §5, §6.2 B1–B4, §7).
+//!
+//! The writer folds every event into the run's [`Transcript`] (the session history the turn
+//! will commit) and writes the turn in the client's mode:
+//! - `delta`: `text_delta` / `thinking_delta` as they arrive. AAP deltas carry no message id,
+//!   so of two text (or two reasoning) messages open at once only the first streams live; the
+//!   other's text is read back from the transcript when the live one ends.
+//! - `message`: one `text` / `thinking` event per message, read from the transcript at its end.
+//! - `none`: nothing until the terminal event, then the JSON `{stopReason, messages}`.
+//!
+//! Tool calls are written whole at `TOOL_CALL_END` (`tool_call`, input per §5), results as
+//! `tool_result`. At the terminal event the stop is classified (§7): calls left without a
+//! result are pending — a client tool's call for the client to run, any other call (the
+//! gateway's confirm tool, typically) a permission request — and interrupts become permission
+//! requests answered with `resume`.
+
+use std::collections::VecDeque;
+
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::history::{content_to_aap, to_aap};
+use super::types::{event as name, StopReason, StreamMode, TurnResponse};
+use crate::error::Failure;
+use crate::event::{
+    Event, EventBase, Interrupt, Message, RunOutcome, ToolCall, ToolCallArgs, ToolCallEnd,
+    ToolCallStart,
+};
+use crate::sse;
+use crate::translate::transcript::{args_object, Transcript};
+
+/// What the writer needs to know about the turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TurnOptions {
+    pub mode: StreamMode,
+    /// Names of the session's client tools.
+    pub client_tools: Vec<String>,
+    /// The confirm tool the gateway declares to the agent.
+    pub confirm_tool: String,
+}
+
+/// A call the client must answer before the session can go on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    pub tool_call_id: String,
+    /// The name the client was shown.
+    pub name: String,
+    pub kind: PendingKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PendingKind {
+    /// A client tool's call: answered with a `tool` message.
+    ClientTool,
+    /// A call of any other tool left open by the agent (its confirm tool, typically): answered
+    /// with `tool_permission`, which becomes the call's tool message (§6.2 B3).
+    Permission,
+    /// An AG-UI interrupt: answered with `tool_permission`, which becomes a `resume` entry
+    /// (§6.2 B1, B2).
+    #[serde(rename_all = "camelCase")]
+    Interrupt { interrupt_id: String },
+}
+
+/// How the turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStop {
+    pub reason: StopReason,
+    pub pending: Vec<Pending>,
+}
+
+/// Prefix of a synthetic call standing for an interrupt without a tool call (§2.2).
+pub const INTERRUPT_CALL_PREFIX: &str = "intr:";
+
+/// One kind of message (text or reasoning) in delta mode: the live one and those waiting.
+#[derive(Debug, Default)]
+struct Lane {
+    live: Option<String>,
+    /// Started while another was live: (id, ended).
+    waiting: VecDeque<(String, bool)>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct AapWriter {
+    options: TurnOptions,
+    transcript: Transcript,
+    text: Lane,
+    reasoning: Lane,
+    /// Calls already written as `tool_call` (a repeated END writes nothing).
+    written: Vec<String>,
+    stop: Option<TurnStop>,
+}
+
+impl AapWriter {
+    pub fn new(options: TurnOptions, transcript: Transcript) -> AapWriter {
+        AapWriter {
+            options,
+            transcript,
+            text: Lane::default(),
+            reasoning: Lane::default(),
+            written: Vec::new(),
+            stop: None,
+        }
+    }
+
+    /// What the client receives before any upstream byte: `turn_start` in the streaming modes.
+    pub fn opening(&self) -> Option<&'static [u8]> {
+        match self.options.mode {
+            StreamMode::None => None,
+            _ => Some(b"event: turn_start\ndata: {}\n\n"),
+        }
+    }
+
+    pub fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
+    /// The stop, once the terminal event was written.
+    pub fn stop(&self) -> Option<&TurnStop> {
+        self.stop.as_ref()
+    }
+
+    /// Ends the writer: the transcript and the stop (none if the run never ended).
+    pub fn finish(self) -> (Transcript, Option<TurnStop>) {
+        (self.transcript, self.stop)
+    }
+
+    /// How a call shows to the client: its name and input (§5), a confirm call naming the tool
+    /// it asks about as that tool (see [`call_view`]).
+    pub fn view(&self, call: &ToolCall) -> (String, Map<String, Value>) {
+        call_view(call, &self.options.confirm_tool, &self.options.client_tools)
+    }
+
+    /// Writes one canonical event. Fails when the transcript's bounds are reached; the run must
+    /// then end (the pipeline turns the failure into the terminal event).
+    pub fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
+        self.transcript.apply(&event)?;
+        let delta = self.options.mode == StreamMode::Delta;
+        let streaming = self.streaming();
+        match event {
+            Event::TextMessageStart(e) if streaming => self.text.start(e.message_id),
+            Event::ReasoningMessageStart(e) if streaming => self.reasoning.start(e.message_id),
+            Event::TextMessageContent(e) if delta => {
+                if self.text.live.as_deref() == Some(&e.message_id) {
+                    write_delta(out, name::TEXT_DELTA, &e.delta);
+                }
+            }
+            Event::ReasoningMessageContent(e) if delta => {
+                if self.reasoning.live.as_deref() == Some(&e.message_id) {
+                    write_delta(out, name::THINKING_DELTA, &e.delta);
+                }
+            }
+            Event::TextMessageEnd(e) if streaming => {
+                let mode = self.options.mode;
+                self.text
+                    .end(&e.message_id, &self.transcript, mode, Kind::Text, out)
+            }
+            Event::ReasoningMessageEnd(e) if streaming => {
+                let mode = self.options.mode;
+                self.reasoning
+                    .end(&e.message_id, &self.transcript, mode, Kind::Thinking, out)
+            }
+            Event::ToolCallEnd(e) => self.write_call(&e.tool_call_id, out),
+            Event::ToolCallResult(e) if self.streaming() => {
+                let content = content_to_aap(&e.content);
+                write_event(
+                    out,
+                    name::TOOL_RESULT,
+                    &json!({"toolCallId": e.tool_call_id, "content": content}),
+                );
+            }
+            Event::RunFinished(e) => {
+                let limit = e
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("stopReason"))
+                    .and_then(Value::as_str)
+                    .and_then(StopReason::limit);
+                let stop = match (limit, e.outcome) {
+                    (Some(reason), _) => TurnStop {
+                        reason,
+                        pending: Vec::new(),
+                    },
+                    (None, Some(RunOutcome::Cancelled)) => TurnStop {
+                        reason: StopReason::EndTurn,
+                        pending: Vec::new(),
+                    },
+                    (None, Some(RunOutcome::Interrupt { interrupts })) => {
+                        self.interrupted(&interrupts, out)
+                    }
+                    (None, _) => self.settle(Vec::new()),
+                };
+                self.end_turn(stop, out);
+            }
+            Event::RunError(e) => {
+                let reason = e
+                    .code
+                    .as_deref()
+                    .and_then(StopReason::limit)
+                    .unwrap_or(StopReason::Error);
+                self.end_turn(
+                    TurnStop {
+                        reason,
+                        pending: Vec::new(),
+                    },
+                    out,
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn streaming(&self) -> bool {
+        self.options.mode != StreamMode::None
+    }
+
+    fn write_call(&mut self, id: &str, out: &mut BytesMut) {
+        if self.written.iter().any(|w| w == id) {
+            return;
+        }
+        self.written.push(id.to_owned());
+        if !self.streaming() {
+            return;
+        }
+        let Some(call) = self.transcript.tool_call(id) else {
+            return;
+        };
+        let (name, input) = self.view(call);
+        write_event(
+            out,
+            name::TOOL_CALL,
+            &json!({"toolCallId": id, "name": name, "input": input}),
+        );
+    }
+
+    /// The calls this run left without a result, classified (§6.2 B3, B4), after those already
+    /// in `pending`.
+    fn settle(&self, mut pending: Vec<Pending>) -> TurnStop {
+        for call in self.transcript.calls() {
+            if call.resolved || pending.iter().any(|p| p.tool_call_id == call.id) {
+                continue;
+            }
+            let kind = if self.options.client_tools.contains(&call.name) {
+                PendingKind::ClientTool
+            } else {
+                PendingKind::Permission
+            };
+            let shown = self
+                .transcript
+                .tool_call(&call.id)
+                .map_or_else(|| call.name.clone(), |c| self.view(c).0);
+            pending.push(Pending {
+                tool_call_id: call.id.clone(),
+                name: shown,
+                kind,
+            });
+        }
+        TurnStop {
+            reason: if pending.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            },
+            pending,
+        }
+    }
+
+    /// An interrupt outcome (§6.2 B1, B2): each interrupt is a permission request on its tool
+    /// call, or on a synthetic call when the call is not one of this run's.
+    fn interrupted(&mut self, interrupts: &[Interrupt], out: &mut BytesMut) -> TurnStop {
+        let mut pending = Vec::new();
+        for interrupt in interrupts {
+            let known = interrupt
+                .tool_call_id
+                .as_deref()
+                .and_then(|id| self.transcript.call(id))
+                .map(|c| (c.id.clone(), c.name.clone()));
+            let (id, shown) = match known {
+                Some((id, name)) => (id, name),
+                None => self.synthesise_call(interrupt, out),
+            };
+            pending.push(Pending {
+                tool_call_id: id,
+                name: shown,
+                kind: PendingKind::Interrupt {
+                    interrupt_id: interrupt.id.clone(),
+                },
+            });
+        }
+        let mut stop = self.settle(pending);
+        stop.reason = StopReason::ToolUse;
+        stop
+    }
+
+    /// The call an AAP client is shown for an interrupt it has no call for.
+    fn synthesise_call(&mut self, interrupt: &Interrupt, out: &mut BytesMut) -> (String, String) {
+        let (id, tool) = match &interrupt.tool_call_id {
+            Some(id) => (id.clone(), "interrupt:tool_call".to_owned()),
+            None => (
+                format!("{INTERRUPT_CALL_PREFIX}{}", interrupt.id),
+                format!("interrupt:{}", interrupt.reason),
+            ),
+        };
+        let mut input = Map::new();
+        if let Some(message) = &interrupt.message {
+            input.insert("message".into(), message.clone().into());
+        }
+        if interrupt.tool_call_id.is_none() {
+            if let Some(schema) = &interrupt.response_schema {
+                input.insert("responseSchema".into(), schema.clone());
+            }
+        }
+        let parent = match self.transcript.generated().last() {
+            Some(Message::Assistant(m)) => Some(m.id.clone()),
+            _ => None,
+        };
+        let events = [
+            Event::ToolCallStart(ToolCallStart {
+                tool_call_id: id.clone(),
+                tool_call_name: tool.clone(),
+                parent_message_id: parent,
+                base: EventBase::default(),
+            }),
+            Event::ToolCallArgs(ToolCallArgs {
+                tool_call_id: id.clone(),
+                delta: Value::Object(input).to_string(),
+                base: EventBase::default(),
+            }),
+            Event::ToolCallEnd(ToolCallEnd {
+                tool_call_id: id.clone(),
+                base: EventBase::default(),
+            }),
+        ];
+        for event in events {
+            // Synthetic and small: within any budget a run that got this far has left.
+            if let Err(error) = self.transcript.apply(&event) {
+                tracing::debug!(%error, "the transcript could not take a synthetic call");
+            }
+        }
+        self.write_call(&id, out);
+        (id, tool)
+    }
+
+    fn end_turn(&mut self, stop: TurnStop, out: &mut BytesMut) {
+        if self.streaming() {
+            let mode = self.options.mode;
+            self.reasoning
+                .flush(&self.transcript, mode, Kind::Thinking, out);
+            self.text.flush(&self.transcript, mode, Kind::Text, out);
+            write_event(
+                out,
+                name::TURN_STOP,
+                &json!({ "stopReason": stop.reason.as_str() }),
+            );
+        } else {
+            let mut shown = self.transcript.clone();
+            if stop.reason != StopReason::ToolUse {
+                shown.drop_unresolved_calls();
+            }
+            let response = TurnResponse {
+                stop_reason: stop.reason,
+                messages: to_aap(shown.generated(), &|c| self.view(c)),
+            };
+            if let Err(error) = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response)
+            {
+                tracing::error!(%error, "could not encode an AAP turn response");
+            }
+        }
+        self.stop = Some(stop);
+    }
+}
+
+/// How a call shows to an AAP client (§5): its name and its arguments as one object. A call of
+/// the confirm tool (not a client tool) whose arguments name the tool to confirm (`tool`, with
+/// its `arguments`) shows as a call of that tool, so the client asks permission for the tool
+/// that will actually run.
+pub fn call_view(
+    call: &ToolCall,
+    confirm_tool: &str,
+    client_tools: &[String],
+) -> (String, Map<String, Value>) {
+    let mut input = args_object(&call.function.arguments);
+    let name = &call.function.name;
+    if name == confirm_tool && !client_tools.contains(name) {
+        if let Some(Value::String(tool)) = input.get("tool") {
+            let tool = tool.clone();
+            let arguments = match input.remove("arguments") {
+                Some(Value::Object(object)) => object,
+                _ => Map::new(),
+            };
+            return (tool, arguments);
+        }
+    }
+    (name.clone(), input)
+}
+
+/// Text or thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Thinking,
+}
+
+impl Kind {
+    /// The event carrying a delta (`delta` mode) or a whole message (`message` mode).
+    fn event(self, mode: StreamMode) -> &'static str {
+        match (self, mode) {
+            (Kind::Text, StreamMode::Delta) => name::TEXT_DELTA,
+            (Kind::Thinking, StreamMode::Delta) => name::THINKING_DELTA,
+            (Kind::Text, _) => name::TEXT,
+            (Kind::Thinking, _) => name::THINKING,
+        }
+    }
+}
+
+impl Lane {
+    fn start(&mut self, id: String) {
+        if self.live.is_none() {
+            self.live = Some(id);
+        } else {
+            self.waiting.push_back((id, false));
+        }
+    }
+
+    /// A message of the lane ended. In `message` mode it is written whole. In `delta` mode,
+    /// when it was the live one, the waiting ones catch up in start order (all their text so
+    /// far as one delta) until one is still open and becomes live.
+    fn end(
+        &mut self,
+        id: &str,
+        transcript: &Transcript,
+        mode: StreamMode,
+        kind: Kind,
+        out: &mut BytesMut,
+    ) {
+        if mode == StreamMode::Message {
+            write_whole(out, kind, transcript.text_of(id));
+        }
+        if self.live.as_deref() != Some(id) {
+            match mode {
+                StreamMode::Message => self.waiting.retain(|(w, _)| w != id),
+                _ => {
+                    if let Some(w) = self.waiting.iter_mut().find(|(w, _)| w == id) {
+                        w.1 = true;
+                    }
+                }
+            }
+            return;
+        }
+        self.live = None;
+        while let Some((next, ended)) = self.waiting.pop_front() {
+            if mode == StreamMode::Delta {
+                write_delta(out, kind.event(mode), transcript.text_of(&next));
+            }
+            if !ended {
+                self.live = Some(next);
+                break;
+            }
+        }
+    }
+
+    /// The run ended with messages still open (an error cuts them): what the client has not
+    /// seen of them is written, so every mode shows the same text.
+    fn flush(&mut self, transcript: &Transcript, mode: StreamMode, kind: Kind, out: &mut BytesMut) {
+        let live = self.live.take();
+        if mode == StreamMode::Message {
+            if let Some(id) = &live {
+                write_whole(out, kind, transcript.text_of(id));
+            }
+        }
+        for (id, ended) in self.waiting.drain(..) {
+            if !ended || mode == StreamMode::Delta {
+                match mode {
+                    StreamMode::Delta => write_delta(out, kind.event(mode), transcript.text_of(&id)),
+                    _ => write_whole(out, kind, transcript.text_of(&id)),
+                }
+            }
+        }
+    }
+}
+
+fn write_whole(out: &mut BytesMut, kind: Kind, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match kind {
+        Kind::Text => write_event(out, name::TEXT, &json!({ "text": text })),
+        Kind::Thinking => write_event(out, name::THINKING, &json!({ "thinking": text })),
+    }
+}
+
+#[derive(Serialize)]
+struct Delta<'a> {
+    delta: &'a str,
+}
+
+fn write_delta(out: &mut BytesMut, event: &str, delta: &str) {
+    if !delta.is_empty() {
+        write_event(out, event, &Delta { delta });
+    }
+}
+
+fn write_event<T: Serialize + ?Sized>(out: &mut BytesMut, event: &str, data: &T) {
+    if let Err(error) = sse::encode_json(out, Some(event), data) {
+        tracing::error!(%error, event, "could not encode an AAP event");
+    }
+}
+
+#[cfg(test)]
+#[path = "write_tests.rs"]
+mod tests;

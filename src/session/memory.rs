@@ -1,0 +1,233 @@
+//! The in-memory store: a dashmap of sessions, each with its running flag and last use.
+//! Expiry is lazy: an idle session is dropped when it is next looked at, and every creation
+//! and listing sweeps the idle ones first, so the count never holds dead sessions at the limit.
+
+use std::time::Instant;
+
+use dashmap::DashMap;
+
+use super::{
+    new_session_id, Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit,
+};
+use crate::event::Message;
+
+#[derive(Debug)]
+struct Entry {
+    session: Session,
+    running: bool,
+    used: Instant,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct MemoryStore {
+    sessions: DashMap<String, Entry>,
+    limits: SessionLimits,
+}
+
+impl MemoryStore {
+    pub fn new(limits: SessionLimits) -> MemoryStore {
+        MemoryStore {
+            sessions: DashMap::new(),
+            limits,
+        }
+    }
+
+    fn idle(&self, entry: &Entry, now: Instant) -> bool {
+        !entry.running && now.duration_since(entry.used) > self.limits.idle_timeout
+    }
+
+    fn sweep(&self) {
+        let now = Instant::now();
+        self.sessions.retain(|_, e| !self.idle(e, now));
+    }
+}
+
+impl Store for MemoryStore {
+    fn limits(&self) -> SessionLimits {
+        self.limits
+    }
+
+    fn create(&self, config: SessionConfig, history: Vec<Message>) -> Result<String, StoreError> {
+        if self.sessions.len() >= self.limits.max_sessions {
+            self.sweep();
+            if self.sessions.len() >= self.limits.max_sessions {
+                return Err(StoreError::Full(self.limits.max_sessions));
+            }
+        }
+        let id = new_session_id();
+        self.sessions.insert(
+            id.clone(),
+            Entry {
+                session: Session {
+                    id: id.clone(),
+                    config,
+                    history,
+                    state: None,
+                    pending: Vec::new(),
+                },
+                running: false,
+                used: Instant::now(),
+            },
+        );
+        Ok(id)
+    }
+
+    fn get(&self, id: &str) -> Option<Session> {
+        let now = Instant::now();
+        let mut entry = self.sessions.get_mut(id)?;
+        if self.idle(&entry, now) {
+            drop(entry);
+            self.sessions.remove(id);
+            return None;
+        }
+        entry.used = now;
+        Some(entry.session.clone())
+    }
+
+    fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool) {
+        self.sweep();
+        let mut ids: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|e| e.session.config.face == face && after.is_none_or(|a| e.key().as_str() > a))
+            .map(|e| e.key().clone())
+            .collect();
+        ids.sort_unstable();
+        let more = ids.len() > limit;
+        let page = ids
+            .iter()
+            .take(limit)
+            .filter_map(|id| self.sessions.get(id).map(|e| e.session.clone()))
+            .collect();
+        (page, more)
+    }
+
+    fn delete(&self, id: &str) -> bool {
+        self.sessions.remove(id).is_some()
+    }
+
+    fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
+        let now = Instant::now();
+        let mut entry = self.sessions.get_mut(id).ok_or(StoreError::NotFound)?;
+        if self.idle(&entry, now) {
+            drop(entry);
+            self.sessions.remove(id);
+            return Err(StoreError::NotFound);
+        }
+        if entry.running {
+            return Err(StoreError::Busy);
+        }
+        entry.running = true;
+        entry.used = now;
+        Ok(entry.session.clone())
+    }
+
+    fn end_turn(&self, id: &str, commit: Option<TurnCommit>) {
+        // A session deleted while its turn ran stays deleted.
+        let Some(mut entry) = self.sessions.get_mut(id) else {
+            return;
+        };
+        entry.running = false;
+        entry.used = Instant::now();
+        if let Some(c) = commit {
+            entry.session.config = c.config;
+            entry.session.history = c.history;
+            entry.session.state = c.state;
+            entry.session.pending = c.pending;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::session::TurnLease;
+
+    fn config(face: &str) -> SessionConfig {
+        SessionConfig {
+            face: face.into(),
+            agent: "a".into(),
+            ..SessionConfig::default()
+        }
+    }
+
+    fn store(max_sessions: usize, idle: Duration) -> std::sync::Arc<MemoryStore> {
+        std::sync::Arc::new(MemoryStore::new(SessionLimits {
+            max_sessions,
+            idle_timeout: idle,
+            ..SessionLimits::default()
+        }))
+    }
+
+    #[test]
+    fn ids_are_url_safe_and_unique() {
+        let s = store(10, Duration::from_secs(60));
+        let a = s.create(config("/"), Vec::new()).unwrap();
+        let b = s.create(config("/"), Vec::new()).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 5 + 32);
+        assert!(a[5..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn full_store_refuses_then_accepts_after_delete() {
+        let s = store(2, Duration::from_secs(60));
+        let a = s.create(config("/"), Vec::new()).unwrap();
+        s.create(config("/"), Vec::new()).unwrap();
+        assert_eq!(s.create(config("/"), Vec::new()), Err(StoreError::Full(2)));
+        assert!(s.delete(&a));
+        assert!(!s.delete(&a));
+        assert!(s.create(config("/"), Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn list_pages_in_id_order_per_face() {
+        let s = store(100, Duration::from_secs(60));
+        let mut ids: Vec<String> = (0..5).map(|_| s.create(config("/a"), Vec::new()).unwrap()).collect();
+        s.create(config("/b"), Vec::new()).unwrap();
+        ids.sort();
+        let (page, more) = s.list("/a", None, 2);
+        assert!(more);
+        assert_eq!(page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(), ids[..2]);
+        let (page, more) = s.list("/a", Some(&ids[1]), 2);
+        assert!(more);
+        assert_eq!(page[0].id, ids[2]);
+        let (page, more) = s.list("/a", Some(&ids[3]), 2);
+        assert!(!more);
+        assert_eq!(page.len(), 1);
+    }
+
+    #[test]
+    fn one_turn_at_a_time_and_a_dropped_lease_changes_nothing() {
+        let s = store(10, Duration::from_secs(60));
+        let id = s.create(config("/"), Vec::new()).unwrap();
+        let shared: std::sync::Arc<dyn Store> = s.clone();
+        let (lease, _) = TurnLease::begin(shared.clone(), &id).unwrap();
+        assert_eq!(TurnLease::begin(shared.clone(), &id).err(), Some(StoreError::Busy));
+        drop(lease);
+        let (lease, session) = TurnLease::begin(shared.clone(), &id).unwrap();
+        let mut next = config("/");
+        next.agent = "changed".into();
+        lease.commit(TurnCommit {
+            config: next,
+            history: session.history,
+            state: Some(serde_json::json!({"n": 1})),
+            pending: Vec::new(),
+        });
+        let after = s.get(&id).unwrap();
+        assert_eq!(after.config.agent, "changed");
+        assert_eq!(after.state, Some(serde_json::json!({"n": 1})));
+    }
+
+    #[test]
+    fn idle_sessions_expire() {
+        let s = store(10, Duration::from_millis(1));
+        let id = s.create(config("/"), Vec::new()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(s.get(&id).is_none());
+        assert_eq!(s.begin_turn(&id).err(), Some(StoreError::NotFound));
+    }
+}

@@ -1,0 +1,155 @@
+//! Sessions of the AAP face (`translation.md` §1, §4.1): the agent configuration a session was
+//! created with (as changed by later turns), its history as canonical messages, the last AG-UI
+//! state, and the calls its last turn left pending.
+//!
+//! [`Store`] is the seam for other backends; [`MemoryStore`] (dashmap) is the default. A store
+//! hands out whole values (a session is read at the start of a turn and written back at its
+//! end), so a networked store can implement it with one read and one write per turn. At most
+//! one turn runs per session: [`Store::begin_turn`] marks it, and the [`TurnLease`] it returns
+//! ends the mark when the turn commits or is dropped.
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
+use crate::dialect::aap::Pending;
+use crate::event::Message;
+
+/// Defaults of the `[sessions]` table.
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+pub const DEFAULT_MAX_HISTORY_BYTES: usize = 8 << 20;
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// Bounds of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Sessions held at once; creating one more is refused.
+    pub max_sessions: usize,
+    /// Bytes of content one session's history may hold.
+    pub max_history_bytes: usize,
+    /// A session unused this long is dropped.
+    pub idle_timeout: Duration,
+    /// Sessions per page of `GET /sessions`.
+    pub page_size: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_history_bytes: DEFAULT_MAX_HISTORY_BYTES,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+/// How a session's agent is configured (`aap.md` §6.3).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionConfig {
+    /// The path prefix of the AAP face that created it (sessions are listed per face).
+    pub face: String,
+    pub agent: String,
+    /// Options set by the client, merged by key over the session's life; secrets included.
+    pub options: Map<String, Value>,
+    /// Server tools enabled, with their trust.
+    pub server_tools: Vec<ServerToolRef>,
+    /// Client tools, replaced as a whole by a turn that sends them.
+    pub client_tools: Vec<ToolSpec>,
+}
+
+/// One session.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Session {
+    pub id: String,
+    pub config: SessionConfig,
+    pub history: Vec<Message>,
+    pub state: Option<Value>,
+    /// Calls the last turn stopped on; the next turn must answer all of them.
+    pub pending: Vec<Pending>,
+}
+
+/// What a finished turn writes back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnCommit {
+    pub config: SessionConfig,
+    pub history: Vec<Message>,
+    pub state: Option<Value>,
+    pub pending: Vec<Pending>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("session not found")]
+    NotFound,
+    #[error("a turn is already running on this session")]
+    Busy,
+    #[error("the gateway holds its maximum of {0} sessions (max_sessions); delete one or retry later")]
+    Full(usize),
+}
+
+/// A session store; see the module docs.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    fn limits(&self) -> SessionLimits;
+    /// Stores a new session and returns its id (`sess_` + 32 lowercase hex, URL-safe).
+    fn create(&self, config: SessionConfig, history: Vec<Message>) -> Result<String, StoreError>;
+    /// The whole session.
+    fn get(&self, id: &str) -> Option<Session>;
+    /// Sessions of `face` with an id after `after`, in id order; at most `limit`, and whether
+    /// more follow.
+    fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool);
+    fn delete(&self, id: &str) -> bool;
+    /// Marks a turn running and returns the session as it stands.
+    fn begin_turn(&self, id: &str) -> Result<Session, StoreError>;
+    /// Ends the running turn, writing `commit` back when given.
+    fn end_turn(&self, id: &str, commit: Option<TurnCommit>);
+}
+
+/// A running turn; dropping it without [`TurnLease::commit`] ends the turn with the session
+/// unchanged.
+#[derive(Debug)]
+pub struct TurnLease {
+    store: Arc<dyn Store>,
+    id: String,
+    done: bool,
+}
+
+impl TurnLease {
+    /// Starts a turn on session `id`.
+    pub fn begin(store: Arc<dyn Store>, id: &str) -> Result<(TurnLease, Session), StoreError> {
+        let session = store.begin_turn(id)?;
+        Ok((
+            TurnLease {
+                store,
+                id: id.to_owned(),
+                done: false,
+            },
+            session,
+        ))
+    }
+
+    pub fn commit(mut self, commit: TurnCommit) {
+        self.done = true;
+        self.store.end_turn(&self.id, Some(commit));
+    }
+}
+
+impl Drop for TurnLease {
+    fn drop(&mut self) {
+        if !self.done {
+            self.store.end_turn(&self.id, None);
+        }
+    }
+}
+
+/// A new session id.
+pub fn new_session_id() -> String {
+    format!("sess_{}", uuid::Uuid::new_v4().simple())
+}

@@ -1,0 +1,385 @@
+//! The transcript of a run: canonical events folded into messages and state, the way the AG-UI
+//! client's reducer builds them (`agui.md` §3), for a gateway that owns the history (the AAP face,
+//! `translation.md` §4.2).
+//!
+//! It starts from the history the run was given and appends what the run produces: text and
+//! reasoning messages, tool calls on their parent assistant message (a new one when the parent
+//! is unknown), tool messages for results. `MESSAGES_SNAPSHOT` replaces the list; state follows
+//! `STATE_SNAPSHOT` and `STATE_DELTA` (a patch that does not apply keeps the old state).
+//!
+//! Bounded: content appended by the run counts against a byte budget, and each call's argument
+//! text against [`MAX_ARGS_BYTES`]; past either the run must end ([`Transcript::apply`] fails).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{ErrorCode, Failure};
+use crate::event::{
+    AssistantMessage, Event, FunctionCall, FunctionKind, Message, MessageContent, ReasoningMessage,
+    ToolCall, ToolMessage,
+};
+
+/// Argument text one tool call may accumulate (`translation.md` §5).
+pub const MAX_ARGS_BYTES: usize = 1 << 20;
+
+/// A tool call this run made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCall {
+    pub id: String,
+    pub name: String,
+    /// The id of the assistant message that holds it.
+    pub message_id: String,
+    /// `TOOL_CALL_END` arrived.
+    pub ended: bool,
+    /// A `TOOL_CALL_RESULT` arrived.
+    pub resolved: bool,
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct Transcript {
+    messages: Vec<Message>,
+    /// Messages before this index were given to the run; the rest it produced.
+    prior: usize,
+    /// Where this run's messages are, by id.
+    index: HashMap<String, usize>,
+    /// This run's tool calls, in start order.
+    calls: Vec<RunCall>,
+    /// Content bytes the run may still add.
+    budget: usize,
+    state: Option<Value>,
+}
+
+impl Transcript {
+    /// A transcript continuing `history`, with `budget` bytes for what the run adds.
+    pub fn new(history: Vec<Message>, state: Option<Value>, budget: usize) -> Transcript {
+        Transcript {
+            prior: history.len(),
+            messages: history,
+            index: HashMap::new(),
+            calls: Vec::new(),
+            budget,
+            state,
+        }
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The messages this run produced.
+    pub fn generated(&self) -> &[Message] {
+        &self.messages[self.prior..]
+    }
+
+    pub fn state(&self) -> Option<&Value> {
+        self.state.as_ref()
+    }
+
+    pub fn calls(&self) -> &[RunCall] {
+        &self.calls
+    }
+
+    pub fn call(&self, id: &str) -> Option<&RunCall> {
+        self.calls.iter().find(|c| c.id == id)
+    }
+
+    /// The text so far of one of this run's text or reasoning messages.
+    pub fn text_of(&self, message_id: &str) -> &str {
+        match self.index.get(message_id).map(|&i| &self.messages[i]) {
+            Some(Message::Assistant(m)) => m.content.as_deref().unwrap_or(""),
+            Some(Message::Reasoning(m)) => &m.content,
+            _ => "",
+        }
+    }
+
+    /// One of this run's calls as the transcript holds it.
+    pub fn tool_call(&self, call_id: &str) -> Option<&ToolCall> {
+        self.find_call(call_id)
+    }
+
+    /// Splits into the whole history and the state.
+    pub fn into_parts(self) -> (Vec<Message>, Option<Value>) {
+        (self.messages, self.state)
+    }
+
+    /// Folds one canonical event in.
+    pub fn apply(&mut self, event: &Event) -> Result<(), Failure> {
+        match event {
+            Event::TextMessageStart(e) => {
+                self.open_assistant(&e.message_id);
+            }
+            Event::TextMessageContent(e) => {
+                self.spend(e.delta.len())?;
+                if let Some(Message::Assistant(m)) = self.get_mut(&e.message_id) {
+                    m.content.get_or_insert_with(String::new).push_str(&e.delta);
+                }
+            }
+            Event::ReasoningMessageStart(e) => {
+                self.push(Message::Reasoning(ReasoningMessage {
+                    id: e.message_id.clone(),
+                    content: String::new(),
+                    encrypted_value: None,
+                    metadata: None,
+                    subagent_run_id: None,
+                    extra: Default::default(),
+                }));
+            }
+            Event::ReasoningMessageContent(e) => {
+                self.spend(e.delta.len())?;
+                if let Some(Message::Reasoning(m)) = self.get_mut(&e.message_id) {
+                    m.content.push_str(&e.delta);
+                }
+            }
+            Event::ToolCallStart(e) => {
+                let parent = e
+                    .parent_message_id
+                    .clone()
+                    .unwrap_or_else(|| e.tool_call_id.clone());
+                let at = self.assistant_for(&parent);
+                if let Message::Assistant(m) = &mut self.messages[at] {
+                    m.tool_calls.get_or_insert_with(Vec::new).push(ToolCall {
+                        id: e.tool_call_id.clone(),
+                        kind: FunctionKind::Function,
+                        function: FunctionCall {
+                            name: e.tool_call_name.clone(),
+                            arguments: String::new(),
+                        },
+                        encrypted_value: None,
+                        metadata: None,
+                    });
+                }
+                self.calls.push(RunCall {
+                    id: e.tool_call_id.clone(),
+                    name: e.tool_call_name.clone(),
+                    message_id: parent,
+                    ended: false,
+                    resolved: false,
+                });
+            }
+            Event::ToolCallArgs(e) => {
+                self.spend(e.delta.len())?;
+                let Some(call) = self.find_call_mut(&e.tool_call_id) else {
+                    return Ok(());
+                };
+                if call.function.arguments.len() + e.delta.len() > MAX_ARGS_BYTES {
+                    return Err(Failure::new(
+                        ErrorCode::InvalidToolArgs,
+                        format!(
+                            "the arguments of tool call {} exceed {MAX_ARGS_BYTES} bytes",
+                            e.tool_call_id
+                        ),
+                    ));
+                }
+                call.function.arguments.push_str(&e.delta);
+            }
+            Event::ToolCallEnd(e) => {
+                if let Some(c) = self.calls.iter_mut().find(|c| c.id == e.tool_call_id) {
+                    c.ended = true;
+                }
+            }
+            Event::ToolCallResult(e) => {
+                self.spend(content_len(&e.content))?;
+                if let Some(c) = self.calls.iter_mut().find(|c| c.id == e.tool_call_id) {
+                    c.resolved = true;
+                }
+                self.push(Message::Tool(ToolMessage {
+                    id: e.message_id.clone(),
+                    tool_call_id: e.tool_call_id.clone(),
+                    content: e.content.clone(),
+                    error: None,
+                    encrypted_value: None,
+                    metadata: None,
+                    subagent_run_id: None,
+                    extra: Default::default(),
+                }));
+            }
+            Event::StateSnapshot(e) => self.state = Some(e.snapshot.clone()),
+            Event::StateDelta(e) => self.patch_state(&e.delta),
+            Event::MessagesSnapshot(e) => {
+                let before: std::collections::HashSet<&str> =
+                    self.messages[..self.prior].iter().map(message_id).collect();
+                let prior = e
+                    .messages
+                    .iter()
+                    .take_while(|m| before.contains(message_id(m)))
+                    .count();
+                self.messages = e.messages.clone();
+                self.prior = prior;
+                self.reindex();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Removes this run's tool calls that never got a result (and the assistant messages left
+    /// empty), so a run that failed leaves no call without its stop.
+    pub fn drop_unresolved_calls(&mut self) {
+        let unresolved: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|c| !c.resolved)
+            .map(|c| c.id.clone())
+            .collect();
+        if unresolved.is_empty() {
+            return;
+        }
+        let prior = self.prior;
+        for m in &mut self.messages[prior..] {
+            if let Message::Assistant(a) = m {
+                if let Some(calls) = &mut a.tool_calls {
+                    calls.retain(|c| !unresolved.contains(&c.id));
+                    if calls.is_empty() {
+                        a.tool_calls = None;
+                    }
+                }
+            }
+        }
+        let mut i = prior;
+        while i < self.messages.len() {
+            let empty = matches!(&self.messages[i], Message::Assistant(a)
+                if a.content.as_deref().is_none_or(str::is_empty) && a.tool_calls.is_none());
+            if empty {
+                self.messages.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.calls.retain(|c| c.resolved);
+        self.reindex();
+    }
+
+    /// Cuts what the run produced after its last tool result: the assistant step a failure
+    /// interrupted, so the history never holds half an answer.
+    pub fn truncate_to_last_tool_round(&mut self) {
+        let keep = self.messages[self.prior..]
+            .iter()
+            .rposition(|m| matches!(m, Message::Tool(_)))
+            .map_or(self.prior, |i| self.prior + i + 1);
+        self.messages.truncate(keep);
+        self.drop_unresolved_calls();
+    }
+
+    fn spend(&mut self, bytes: usize) -> Result<(), Failure> {
+        self.budget = self.budget.checked_sub(bytes).ok_or_else(|| {
+            Failure::new(
+                ErrorCode::HistoryLimitExceeded,
+                "the session history reached its size limit (max_history_bytes); start a new session",
+            )
+        })?;
+        Ok(())
+    }
+
+    fn push(&mut self, message: Message) {
+        self.index
+            .insert(message_id(&message).to_owned(), self.messages.len());
+        self.messages.push(message);
+    }
+
+    fn get_mut(&mut self, id: &str) -> Option<&mut Message> {
+        let i = *self.index.get(id)?;
+        self.messages.get_mut(i)
+    }
+
+    /// The assistant message `id`, created when the run has none.
+    fn open_assistant(&mut self, id: &str) -> usize {
+        if let Some(&i) = self.index.get(id) {
+            if matches!(self.messages[i], Message::Assistant(_)) {
+                return i;
+            }
+        }
+        self.push(Message::Assistant(AssistantMessage {
+            id: id.to_owned(),
+            content: None,
+            tool_calls: None,
+            name: None,
+            encrypted_value: None,
+            metadata: None,
+            subagent_run_id: None,
+            extra: Default::default(),
+        }));
+        self.messages.len() - 1
+    }
+
+    /// Where a call with parent `id` goes: that assistant message of the run, else a new one.
+    fn assistant_for(&mut self, id: &str) -> usize {
+        match self.index.get(id) {
+            Some(&i) if matches!(self.messages[i], Message::Assistant(_)) => i,
+            _ => self.open_assistant(id),
+        }
+    }
+
+    fn find_call(&self, id: &str) -> Option<&ToolCall> {
+        let call = self.calls.iter().find(|c| c.id == id)?;
+        let i = *self.index.get(&call.message_id)?;
+        match &self.messages[i] {
+            Message::Assistant(m) => m.tool_calls.as_ref()?.iter().find(|c| c.id == id),
+            _ => None,
+        }
+    }
+
+    fn find_call_mut(&mut self, id: &str) -> Option<&mut ToolCall> {
+        let call = self.calls.iter().find(|c| c.id == id)?;
+        let i = *self.index.get(&call.message_id)?;
+        match &mut self.messages[i] {
+            Message::Assistant(m) => m.tool_calls.as_mut()?.iter_mut().find(|c| c.id == id),
+            _ => None,
+        }
+    }
+
+    fn patch_state(&mut self, ops: &[crate::event::JsonPatchOp]) {
+        let Ok(patch) = serde_json::to_value(ops).and_then(serde_json::from_value::<json_patch::Patch>)
+        else {
+            return;
+        };
+        let mut next = self.state.clone().unwrap_or(Value::Null);
+        match json_patch::patch(&mut next, &patch) {
+            Ok(()) => self.state = Some(next),
+            Err(error) => tracing::debug!(%error, "a state delta did not apply; the state is kept"),
+        }
+    }
+
+    fn reindex(&mut self) {
+        self.index = self.messages[self.prior..]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (message_id(m).to_owned(), self.prior + i))
+            .collect();
+    }
+}
+
+pub fn message_id(m: &Message) -> &str {
+    match m {
+        Message::Developer(m) | Message::System(m) => &m.id,
+        Message::Assistant(m) => &m.id,
+        Message::User(m) => &m.id,
+        Message::Tool(m) => &m.id,
+        Message::Activity(m) => &m.id,
+        Message::Reasoning(m) => &m.id,
+    }
+}
+
+/// The size a content value adds to a history.
+pub fn content_len(content: &MessageContent) -> usize {
+    match content {
+        MessageContent::Text(t) => t.len(),
+        MessageContent::Parts(parts) => serde_json::to_string(parts).map_or(0, |s| s.len()),
+    }
+}
+
+/// Argument text → one object (`translation.md` §5, `args.invalid = wrap`): empty → `{}`, an
+/// object as is, other JSON as `{"_value": v}`, anything else as `{"_raw": text}`.
+pub fn args_object(text: &str) -> serde_json::Map<String, Value> {
+    let mut wrapped = serde_json::Map::new();
+    if text.trim().is_empty() {
+        return wrapped;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(object)) => return object,
+        Ok(value) => wrapped.insert("_value".into(), value),
+        Err(_) => wrapped.insert("_raw".into(), text.into()),
+    };
+    wrapped
+}

@@ -1,0 +1,126 @@
+//! AG-UI → AAP through the pipeline, offline: the golden fixtures of `tests/fixtures/agui-aap/`
+//! (hand-written from `specs/aap.md` and `translation.md` §4.2, §5, §6.2, §7), each in the three
+//! stream modes of a turn, plus the wire framing of every AAP event written.
+
+mod support;
+
+use std::path::Path;
+
+use dialect_proxy::dialect::aap::types::StreamMode;
+use dialect_proxy::dialect::Dialect;
+use dialect_proxy::translate::pipeline::translate_all;
+use dialect_proxy::translate::{PipelineSpec, RunIds};
+use serde_json::Value;
+
+/// `event: NAME\ndata: JSON\n\n` frames → (name, data); panics on anything else, so the framing
+/// itself is checked: one `event:` and one `data:` line per event, the name not repeated inside.
+fn aap_events(wire: &str) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    for frame in wire.split_terminator("\n\n") {
+        let lines: Vec<&str> = frame.split('\n').collect();
+        assert_eq!(lines.len(), 2, "an AAP event is two lines: {frame:?}");
+        let name = lines[0]
+            .strip_prefix("event: ")
+            .unwrap_or_else(|| panic!("no event line: {frame:?}"));
+        let data = lines[1]
+            .strip_prefix("data: ")
+            .unwrap_or_else(|| panic!("no data line: {frame:?}"));
+        let value: Value = serde_json::from_str(data).unwrap_or_else(|e| panic!("{data}: {e}"));
+        assert!(value.get("event").is_none(), "the name is repeated: {data}");
+        events.push((name.to_owned(), value));
+    }
+    assert!(wire.ends_with("\n\n") || wire.is_empty(), "unterminated: {wire:?}");
+    events
+}
+
+fn translate(case: &Path, mode: StreamMode) -> String {
+    let input = std::fs::read(case).unwrap();
+    let ids = RunIds {
+        thread_id: "sess_1".into(),
+        run_id: "run-1".into(),
+    };
+    let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::Aap, ids);
+    spec.aap.options.mode = mode;
+    if let Ok(text) = std::fs::read_to_string(case.with_extension("options.json")) {
+        let options: Value = serde_json::from_str(&text).unwrap();
+        if let Some(tools) = options["clientTools"].as_array() {
+            spec.aap.options.client_tools = tools
+                .iter()
+                .map(|t| t.as_str().unwrap().to_owned())
+                .collect();
+        }
+        if let Some(name) = options["confirmTool"].as_str() {
+            spec.aap.options.confirm_tool = name.into();
+        }
+    }
+    let out = translate_all(spec, &input).unwrap();
+    String::from_utf8(out.to_vec()).unwrap()
+}
+
+fn expected(case: &Path, ext: &str) -> String {
+    std::fs::read_to_string(case.with_extension(ext))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.with_extension(ext).display()))
+}
+
+#[test]
+fn every_fixture_in_every_mode() {
+    let mut failures = Vec::new();
+    let cases = support::fixture_inputs("agui-aap");
+    for case in &cases {
+        let name = case.file_stem().unwrap().to_string_lossy().into_owned();
+        for (mode, ext) in [
+            (StreamMode::Delta, "delta.out"),
+            (StreamMode::Message, "message.out"),
+        ] {
+            let want = aap_events(&expected(case, ext));
+            let got = aap_events(&translate(case, mode));
+            if want != got {
+                failures.push(format!(
+                    "{name} ({}):\n  expected {want:?}\n  got      {got:?}",
+                    mode.as_str()
+                ));
+            }
+            let stops = got.iter().filter(|(n, _)| n == "turn_stop").count();
+            assert_eq!(got.first().map(|e| e.0.as_str()), Some("turn_start"), "{name}");
+            assert_eq!(got.last().map(|e| e.0.as_str()), Some("turn_stop"), "{name}");
+            assert_eq!(stops, 1, "{name}");
+        }
+        let want: Value = serde_json::from_str(&expected(case, "none.json")).unwrap();
+        let got: Value = serde_json::from_str(&translate(case, StreamMode::None))
+            .unwrap_or_else(|e| panic!("{name} (none): {e}"));
+        if want != got {
+            failures.push(format!(
+                "{name} (none):\n  expected {want}\n  got      {got}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_three_modes_tell_the_same_story() {
+    // Rebuilt the way the reference SDK does (aap.md §3.3), delta and message streams yield the
+    // text the JSON body holds.
+    for case in support::fixture_inputs("agui-aap") {
+        let json: Value = serde_json::from_str(&translate(&case, StreamMode::None)).unwrap();
+        let body_text: String = json["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .flat_map(|m| m["content"].as_array().unwrap().clone())
+            .filter_map(|b| b["text"].as_str().map(str::to_owned))
+            .collect();
+        for mode in [StreamMode::Delta, StreamMode::Message] {
+            let text: String = aap_events(&translate(&case, mode))
+                .iter()
+                .filter_map(|(n, d)| match n.as_str() {
+                    "text_delta" => d["delta"].as_str().map(str::to_owned),
+                    "text" => d["text"].as_str().map(str::to_owned),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(text, body_text, "{} ({})", case.display(), mode.as_str());
+        }
+    }
+}
