@@ -214,6 +214,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drain_timeout: args.limits.drain_timeout.clone(),
         stall_timeout: args.limits.stall_timeout.clone(),
         limits: args.limits.raw(),
+        // Keys are secrets: from the environment only, never a flag (visible in `ps`).
+        aap_api_keys: std::env::var(config::AAP_API_KEYS_ENV).ok(),
     };
     let config = config::load(args.config.as_deref(), &overrides)?;
     let listener = tokio::net::TcpListener::bind(config.listen)

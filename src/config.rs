@@ -10,10 +10,13 @@ use http::Uri;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::dialect::aap::types::{AgentOption, OptionKind, ToolSpec};
 use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
 use crate::mapping::{MappingError, Mappings};
+use crate::session::SessionLimits;
+use crate::translate::confirm::{DenialAs, ResultEncoding, DEFAULT_TOOL};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,6 +42,8 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// How long a write to a client may stay blocked before the client counts as gone.
     pub stall_timeout: Duration,
+    /// Bounds of the AAP session store (`[sessions]`).
+    pub sessions: SessionLimits,
 }
 
 /// One path prefix and where it goes.
@@ -58,7 +63,61 @@ pub struct Route {
     pub request_profile: RequestProfile,
     /// HAI reader and writer profile (`[routes.hai]`).
     pub hai: HaiOptions,
+    /// The agent an AAP face serves (`[routes.aap]`); set exactly when `client` is AAP.
+    pub aap: Option<AapAgent>,
 }
+
+/// The agent behind an AAP face, as `/meta` describes it, and how its turns are run
+/// (`[routes.aap]`, `translation.md` §4.1, §6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AapAgent {
+    pub name: String,
+    pub title: Option<String>,
+    /// The agent's own version (semver), announced in `/meta`.
+    pub version: String,
+    pub description: Option<String>,
+    pub options: Vec<AgentOption>,
+    /// Server tools the agent exposes.
+    pub tools: Vec<ToolSpec>,
+    /// The upstream accepts images (`capabilities.image`).
+    pub image: bool,
+    /// The confirm tool the gateway declares to the agent for permissions.
+    pub confirm_tool: String,
+    /// Declare the confirm tool to the agent (`hitl.inject_confirm_tool`).
+    pub inject_confirm_tool: bool,
+    pub result_encoding: ResultEncoding,
+    pub denial_as: DenialAs,
+    /// Secret options reach the upstream in `forwardedProps.aap.options`.
+    pub forward_secret_options: bool,
+    /// Inbound API keys; empty means no authentication.
+    pub api_keys: Vec<String>,
+}
+
+impl AapAgent {
+    /// An agent with every default but its name.
+    pub fn named(name: impl Into<String>) -> AapAgent {
+        AapAgent {
+            name: name.into(),
+            title: None,
+            version: DEFAULT_AGENT_VERSION.into(),
+            description: None,
+            options: Vec::new(),
+            tools: Vec::new(),
+            image: false,
+            confirm_tool: DEFAULT_TOOL.into(),
+            inject_confirm_tool: true,
+            result_encoding: ResultEncoding::default(),
+            denial_as: DenialAs::default(),
+            forward_secret_options: true,
+            api_keys: Vec::new(),
+        }
+    }
+}
+
+/// The agent version `/meta` announces when none is configured.
+pub const DEFAULT_AGENT_VERSION: &str = "0.0.0";
+/// The environment variable with inbound API keys for every AAP face (comma-separated).
+pub const AAP_API_KEYS_ENV: &str = "DIALECT_PROXY_AAP_API_KEYS";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Upstream {
@@ -104,6 +163,8 @@ pub struct Overrides {
     pub drain_timeout: Option<String>,
     pub stall_timeout: Option<String>,
     pub limits: RawLimits,
+    /// API keys for every AAP face, from [`AAP_API_KEYS_ENV`] (comma-separated).
+    pub aap_api_keys: Option<String>,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -144,6 +205,42 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     routes: Vec<RawRoute>,
+    #[serde(default)]
+    sessions: RawSessions,
+}
+
+/// `[sessions]`: bounds of the AAP session store.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessions {
+    max_sessions: Option<Spanned<u64>>,
+    max_history_bytes: Option<Spanned<u64>>,
+    idle_timeout: Option<Spanned<String>>,
+    page_size: Option<Spanned<u64>>,
+}
+
+/// `[routes.aap]`: the agent an AAP face serves.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAap {
+    name: Option<Spanned<String>>,
+    title: Option<String>,
+    version: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    options: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    tools: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    image: bool,
+    confirm_tool: Option<Spanned<String>>,
+    inject_confirm_tool: Option<bool>,
+    result_encoding: Option<Spanned<String>>,
+    denial_as: Option<Spanned<String>>,
+    forward_secret_options: Option<bool>,
+    #[serde(default)]
+    api_keys: Vec<String>,
+    api_keys_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,6 +259,7 @@ struct RawRoute {
     agui: RawAguiOptions,
     #[serde(default)]
     hai: RawHaiOptions,
+    aap: Option<RawAap>,
 }
 
 /// `[routes.hai]`: HAI's writer profile and reader choices (`translation.md` §0.1, `hai.md` §9).
@@ -459,6 +557,207 @@ fn unknown_fields(p: &mut Problems, key: &str, v: &Option<Spanned<String>>) -> U
     }
 }
 
+/// Reads one `[[routes.aap.options]]` or `[[routes.aap.tools]]` entry into its wire type.
+fn table<T: serde::de::DeserializeOwned>(
+    p: &mut Problems,
+    key: &str,
+    value: &Spanned<toml::Value>,
+) -> Option<T> {
+    let json = serde_json::to_value(value.get_ref()).ok()?;
+    serde_path_to_error::deserialize(json)
+        .map_err(|e| {
+            let at = e.path().to_string();
+            let field = if at == "." {
+                String::new()
+            } else {
+                format!(".{at}")
+            };
+            p.at(
+                value.span(),
+                &format!("{key}{field}"),
+                e.into_inner().to_string(),
+            );
+        })
+        .ok()
+}
+
+fn aap_agent(
+    p: &mut Problems,
+    prefix: &str,
+    raw: &RawAap,
+    name: Option<String>,
+    env_keys: &[String],
+) -> Option<AapAgent> {
+    let Some(name) = name
+        .or_else(|| raw.name.as_ref().map(|n| n.get_ref().clone()))
+        .filter(|n| !n.trim().is_empty())
+    else {
+        p.plain(
+            &format!("{prefix}name"),
+            "an AAP face needs its agent's name".into(),
+        );
+        return None;
+    };
+    let mut agent = AapAgent::named(name);
+    agent.title = raw.title.clone();
+    agent.description = raw.description.clone();
+    if let Some(v) = &raw.version {
+        agent.version = v.clone();
+    }
+    agent.image = raw.image;
+    for (i, option) in raw.options.iter().enumerate() {
+        let key = format!("{prefix}options[{i}]");
+        let Some(o) = table::<AgentOption>(p, &key, option) else {
+            continue;
+        };
+        if agent.options.iter().any(|x| x.name == o.name) {
+            p.at(
+                option.span(),
+                &format!("{key}.name"),
+                format!("{:?} is declared twice", o.name),
+            );
+        }
+        match (&o.kind, &o.options) {
+            (OptionKind::Select, Some(values)) if values.contains(&o.default) => {}
+            (OptionKind::Select, _) => p.at(
+                option.span(),
+                &format!("{key}.options"),
+                "a select option lists its values, the default among them".into(),
+            ),
+            (_, Some(_)) => p.at(
+                option.span(),
+                &format!("{key}.options"),
+                "only select options list values".into(),
+            ),
+            _ => {}
+        }
+        agent.options.push(o);
+    }
+    for (i, tool) in raw.tools.iter().enumerate() {
+        let key = format!("{prefix}tools[{i}]");
+        let Some(t) = table::<ToolSpec>(p, &key, tool) else {
+            continue;
+        };
+        if agent.tools.iter().any(|x| x.name == t.name) {
+            p.at(
+                tool.span(),
+                &format!("{key}.name"),
+                format!("{:?} is declared twice", t.name),
+            );
+        }
+        agent.tools.push(t);
+    }
+    if let Some(tool) = &raw.confirm_tool {
+        if tool.get_ref().trim().is_empty() {
+            p.at(
+                tool.span(),
+                &format!("{prefix}confirm_tool"),
+                "must not be empty".into(),
+            );
+        } else {
+            agent.confirm_tool = tool.get_ref().clone();
+        }
+    }
+    agent.inject_confirm_tool = raw.inject_confirm_tool.unwrap_or(true);
+    agent.result_encoding = parsed(p, &format!("{prefix}result_encoding"), &raw.result_encoding);
+    agent.denial_as = parsed(p, &format!("{prefix}denial_as"), &raw.denial_as);
+    agent.forward_secret_options = raw.forward_secret_options.unwrap_or(true);
+    agent.api_keys = raw.api_keys.clone();
+    if let Some(var) = &raw.api_keys_env {
+        match std::env::var(var.get_ref()) {
+            Ok(keys) => agent.api_keys.extend(split_keys(&keys)),
+            Err(_) => p.at(
+                var.span(),
+                &format!("{prefix}api_keys_env"),
+                format!("the environment variable {} is not set", var.get_ref()),
+            ),
+        }
+    }
+    agent.api_keys.extend(env_keys.iter().cloned());
+    if agent.api_keys.iter().any(|k| k.trim().is_empty()) {
+        p.plain(
+            &format!("{prefix}api_keys"),
+            "an API key must not be empty".into(),
+        );
+    }
+    Some(agent)
+}
+
+/// A comma-separated key list.
+fn split_keys(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+}
+
+fn sessions(p: &mut Problems, raw: &RawSessions) -> SessionLimits {
+    let mut limits = SessionLimits::default();
+    let counts = [
+        (
+            "sessions.max_sessions",
+            &raw.max_sessions,
+            &mut limits.max_sessions,
+            1,
+        ),
+        (
+            "sessions.max_history_bytes",
+            &raw.max_history_bytes,
+            &mut limits.max_history_bytes,
+            1024,
+        ),
+        (
+            "sessions.page_size",
+            &raw.page_size,
+            &mut limits.page_size,
+            1,
+        ),
+    ];
+    for (key, value, slot, min) in counts {
+        if let Some(v) = value {
+            match usize::try_from(*v.get_ref()) {
+                Ok(n) if n >= min => *slot = n,
+                _ => p.at(v.span(), key, format!("must be at least {min}")),
+            }
+        }
+    }
+    if let Some(v) = &raw.idle_timeout {
+        match parse_duration(v.get_ref()) {
+            Ok(d) => limits.idle_timeout = d,
+            Err(e) => p.at(v.span(), "sessions.idle_timeout", e),
+        }
+    }
+    limits
+}
+
+/// Routes sharing a path must all be AAP faces, serving agents of different names (one face
+/// lists them all in `/meta`).
+fn check_shared_paths(p: &mut Problems, routes: &[Route]) {
+    for (i, a) in routes.iter().enumerate() {
+        for b in &routes[i + 1..] {
+            if a.path.trim_end_matches('/') != b.path.trim_end_matches('/') {
+                continue;
+            }
+            match (&a.aap, &b.aap) {
+                (Some(x), Some(y)) if x.name != y.name => {}
+                (Some(x), Some(_)) => p.plain(
+                    "routes",
+                    format!("two AAP routes on {} serve the agent {:?}", a.path, x.name),
+                ),
+                _ if a.aap.is_some() || b.aap.is_some() => p.plain(
+                    "routes",
+                    format!(
+                        "{} is both an AAP face and a {} route; give them different paths",
+                        a.path,
+                        if a.aap.is_some() { b.client } else { a.client }
+                    ),
+                ),
+                _ => {}
+            }
+        }
+    }
+}
+
 fn check_route_dialects(
     p: &mut Problems,
     key: &str,
@@ -466,10 +765,10 @@ fn check_route_dialects(
     upstream_dialect: Dialect,
     upstream: Option<&Upstream>,
 ) {
-    if client == Dialect::Aap || upstream_dialect == Dialect::Aap {
+    if upstream_dialect == Dialect::Aap {
         p.plain(
             key,
-            format!("{client} clients in front of {upstream_dialect} upstreams are not supported by this build (ag-ui and hai, in any pairing)"),
+            format!("{client} clients in front of {upstream_dialect} upstreams are not supported by this build (ag-ui and hai upstreams, for ag-ui, hai and aap clients)"),
         );
     }
     if upstream == Some(&Upstream::BuiltinDemo) && upstream_dialect != Dialect::AgUi {
@@ -572,6 +871,12 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
             }
         },
     };
+    let session_limits = sessions(&mut p, &raw.sessions);
+    let env_keys: Vec<String> = overrides
+        .aap_api_keys
+        .as_deref()
+        .map(|k| split_keys(k).collect())
+        .unwrap_or_default();
     let mut routes = Vec::new();
     let single_route = overrides.upstream.is_some() || overrides.client.is_some();
     if file.is_some() && single_route {
@@ -604,9 +909,29 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         if let (Some(c), Some(u)) = (client, upstream_dialect) {
             check_route_dialects(&mut p, &key, c, u, upstream.as_ref());
         }
+        let aap = match (client, &r.aap) {
+            (Some(Dialect::Aap), raw) => {
+                let empty = RawAap::default();
+                aap_agent(
+                    &mut p,
+                    &format!("{key}.aap."),
+                    raw.as_ref().unwrap_or(&empty),
+                    None,
+                    &env_keys,
+                )
+            }
+            (Some(c), Some(_)) => {
+                p.plain(&format!("{key}.aap"), format!("only a route with client = \"aap\" has an [routes.aap] table, not a {c} route"));
+                None
+            }
+            _ => None,
+        };
         if let (Some(client), Some(upstream), Some(upstream_dialect)) =
             (client, upstream, upstream_dialect)
         {
+            if client == Dialect::Aap && aap.is_none() {
+                continue;
+            }
             routes.push(Route {
                 path,
                 client,
@@ -618,6 +943,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                 reader,
                 request_profile,
                 hai,
+                aap,
             });
         }
     }
@@ -649,6 +975,16 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                 if let (Some(c), Some(u)) = (client, upstream_dialect) {
                     check_route_dialects(&mut flag_problems, "route", c, u, upstream.as_ref());
                 }
+                let aap = match client {
+                    Some(Dialect::Aap) => aap_agent(
+                        &mut flag_problems,
+                        "--agent-",
+                        &RawAap::default(),
+                        overrides.agent_name.clone(),
+                        &env_keys,
+                    ),
+                    _ => None,
+                };
                 if let (Some(client), Some(upstream), Some(upstream_dialect)) =
                     (client, upstream, upstream_dialect)
                 {
@@ -663,6 +999,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                         reader: ReaderOptions::default(),
                         request_profile: RequestProfile::default(),
                         hai: HaiOptions::default(),
+                        aap,
                     });
                 }
             }
@@ -670,6 +1007,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     } else if raw.routes.is_empty() {
         p.plain("routes", "the file defines no [[routes]]".into());
     }
+    check_shared_paths(&mut p, &routes);
     let mut problems = p.list;
     problems.extend(flag_problems.list);
     if let Err(e) = &listen {
@@ -691,6 +1029,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         mappings,
         drain_timeout,
         stall_timeout,
+        sessions: session_limits,
     })
 }
 

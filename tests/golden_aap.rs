@@ -29,7 +29,10 @@ fn aap_events(wire: &str) -> Vec<(String, Value)> {
         assert!(value.get("event").is_none(), "the name is repeated: {data}");
         events.push((name.to_owned(), value));
     }
-    assert!(wire.ends_with("\n\n") || wire.is_empty(), "unterminated: {wire:?}");
+    assert!(
+        wire.ends_with("\n\n") || wire.is_empty(),
+        "unterminated: {wire:?}"
+    );
     events
 }
 
@@ -81,8 +84,16 @@ fn every_fixture_in_every_mode() {
                 ));
             }
             let stops = got.iter().filter(|(n, _)| n == "turn_stop").count();
-            assert_eq!(got.first().map(|e| e.0.as_str()), Some("turn_start"), "{name}");
-            assert_eq!(got.last().map(|e| e.0.as_str()), Some("turn_stop"), "{name}");
+            assert_eq!(
+                got.first().map(|e| e.0.as_str()),
+                Some("turn_start"),
+                "{name}"
+            );
+            assert_eq!(
+                got.last().map(|e| e.0.as_str()),
+                Some("turn_stop"),
+                "{name}"
+            );
             assert_eq!(stops, 1, "{name}");
         }
         let want: Value = serde_json::from_str(&expected(case, "none.json")).unwrap();

@@ -38,12 +38,19 @@ use crate::translate::Pipeline;
 /// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
 pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
+/// The heartbeat interval of a quiet body: never, in practice.
+const QUIET_HEARTBEAT: Duration = Duration::from_secs(365 * 86400);
+
 /// Upstream frames handled in one poll before yielding, so an upstream that floods the
 /// gateway with frames that produce no output (comments) cannot hold a runtime worker.
 const FRAMES_PER_POLL: usize = 64;
 
 /// Resolves when open streams must end (the drain deadline after a shutdown signal).
 pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Called once when the stream ends, however it ends (terminal event, or the client went away
+/// mid-stream), with the pipeline as it stands: the AAP face commits its session here.
+pub type EndHook = Box<dyn FnOnce(&mut Pipeline) + Send>;
 
 /// Timer settings of one stream.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +79,7 @@ pub struct TranslatingBody {
     heartbeats: u64,
     /// The end-of-stream line has been logged.
     logged: bool,
+    on_end: Option<EndHook>,
 }
 
 impl TranslatingBody {
@@ -84,6 +92,8 @@ impl TranslatingBody {
         record: StreamRecord,
     ) -> Self {
         let now = Instant::now();
+        // The client's dialect may open with an event of its own (AAP's `turn_start`).
+        let opening = pipeline.opening().unwrap_or(OPENING_COMMENT);
         TranslatingBody {
             upstream: Some(upstream),
             pipeline,
@@ -91,14 +101,31 @@ impl TranslatingBody {
             idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
             heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
             drain,
-            waiting: Some(Bytes::from_static(OPENING_COMMENT)),
+            waiting: Some(Bytes::from_static(opening)),
             out: BytesMut::new(),
             span,
             record,
             started: now,
             heartbeats: 0,
             logged: false,
+            on_end: None,
         }
+    }
+
+    /// Runs `hook` once when the stream ends.
+    pub fn on_end(mut self, hook: EndHook) -> Self {
+        self.on_end = Some(hook);
+        self
+    }
+
+    /// A body read whole by the gateway itself (AAP's JSON turns): no opening comment and no
+    /// heartbeats, only what the pipeline writes.
+    pub fn quiet(mut self) -> Self {
+        self.waiting = None;
+        let far = Instant::now() + QUIET_HEARTBEAT;
+        self.timers.heartbeat_interval = QUIET_HEARTBEAT;
+        self.heartbeat.as_mut().reset(far);
+        self
     }
 
     /// The run has ended: releases the upstream and records the stream.
@@ -116,6 +143,9 @@ impl TranslatingBody {
     fn record_end(&mut self, outcome: Outcome) {
         if std::mem::replace(&mut self.logged, true) {
             return;
+        }
+        if let Some(hook) = self.on_end.take() {
+            hook(&mut self.pipeline);
         }
         let _entered = self.span.enter();
         let stats = self.pipeline.stats();

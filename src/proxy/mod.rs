@@ -246,38 +246,11 @@ impl Gateway {
             ));
         }
         let (parts, body) = request.into_parts();
-        let limit = route.limits.max_request_bytes;
-        let read = tokio::time::timeout(REQUEST_BODY_TIMEOUT, Limited::new(body, limit).collect());
-        let body = read
-            .await
-            .map_err(|_| {
-                Failure::new(
-                    ErrorCode::RequestTimeout,
-                    format!(
-                        "the request body did not arrive within {} s",
-                        REQUEST_BODY_TIMEOUT.as_secs()
-                    ),
-                )
-            })?
-            .map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    Failure::new(
-                        ErrorCode::PayloadTooLarge,
-                        format!("the request body exceeds {limit} bytes (max_request_bytes)"),
-                    )
-                } else {
-                    Failure::new(
-                        ErrorCode::InvalidRequest,
-                        format!("could not read the request body: {e}"),
-                    )
-                }
-            })?;
+        let body = read_body(body, route.limits.max_request_bytes).await?;
         let mut new_id = || uuid::Uuid::new_v4().to_string();
         let mut input = read_request(
             route.client,
-            &body.to_bytes(),
+            &body,
             &self.config.mappings,
             &route.hai,
             &mut new_id,
@@ -285,60 +258,88 @@ impl Gateway {
         crate::translate::input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
+        let (upstream, framing) = self.open_upstream(route, &parts.headers, &input).await?;
+        let spec = self.pipeline_spec(route, &input, framing);
+        let pipeline = Pipeline::new(spec)
+            .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
+        let body = self.translating_body(route, upstream, pipeline, span);
+        let mut response = Response::new(Either::Left(body));
+        headers::sse_response_headers(response.headers_mut());
+        Ok(response)
+    }
+}
+
+impl Gateway {
+    /// Sends the run to the route's upstream and waits for its response headers: the body and
+    /// its framing, or a failure before the stream (connect, status, compression, protobuf).
+    pub(crate) async fn open_upstream(
+        &self,
+        route: &Route,
+        client_headers: &http::HeaderMap,
+        input: &crate::event::RunAgentInput,
+    ) -> Result<(UpstreamBody, Framing), Failure> {
+        let uri = match &route.upstream {
+            Upstream::BuiltinDemo => {
+                let body = crate::demo::demo_response(input, crate::demo::DEFAULT_PACE)
+                    .map_err(|never| match never {})
+                    .boxed_unsync();
+                return Ok((body, Framing::Sse));
+            }
+            Upstream::Url(uri) => uri,
+        };
+        let headers = headers::upstream_request_headers(client_headers);
+        let response = self
+            .clients
+            .get(&route.limits.connect_timeout)
+            .expect("serve() builds a client for every route's connect timeout")
+            .post(
+                uri,
+                headers,
+                write_request(route.upstream_dialect, input, route.request_profile),
+                route.limits.headers_timeout,
+            )
+            .await?;
+        tracing::debug!(status = %response.status(), "upstream answered");
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if let Some(encoding) = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .filter(|e| !e.eq_ignore_ascii_case("identity"))
+        {
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
+            ));
+        }
+        if content_type.starts_with(AGUI_PROTO) {
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
+            ));
+        }
+        let framing = Framing::from_content_type(content_type);
+        let body = response
+            .into_body()
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            .boxed_unsync();
+        Ok((body, framing))
+    }
+
+    /// The pipeline of one run on `route`.
+    pub(crate) fn pipeline_spec(
+        &self,
+        route: &Route,
+        input: &crate::event::RunAgentInput,
+        framing: Framing,
+    ) -> PipelineSpec {
         let ids = RunIds {
             thread_id: input.thread_id.clone(),
             run_id: input.run_id.clone(),
-        };
-        let (upstream, framing): (UpstreamBody, Framing) = match &route.upstream {
-            Upstream::BuiltinDemo => (
-                crate::demo::demo_response(&input, crate::demo::DEFAULT_PACE)
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-                Framing::Sse,
-            ),
-            Upstream::Url(uri) => {
-                let headers = headers::upstream_request_headers(&parts.headers);
-                let response = self
-                    .clients
-                    .get(&route.limits.connect_timeout)
-                    .expect("serve() builds a client for every route's connect timeout")
-                    .post(
-                        uri,
-                        headers,
-                        write_request(route.upstream_dialect, &input, route.request_profile),
-                        route.limits.headers_timeout,
-                    )
-                    .await?;
-                tracing::debug!(status = %response.status(), "upstream answered");
-                let content_type = response
-                    .headers()
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                if let Some(encoding) = response
-                    .headers()
-                    .get(header::CONTENT_ENCODING)
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|e| !e.eq_ignore_ascii_case("identity"))
-                {
-                    return Err(Failure::new(
-                        ErrorCode::UpstreamMalformed,
-                        format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
-                    ));
-                }
-                if content_type.starts_with(AGUI_PROTO) {
-                    return Err(Failure::new(
-                        ErrorCode::UpstreamMalformed,
-                        format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
-                    ));
-                }
-                let framing = Framing::from_content_type(content_type);
-                let body = response
-                    .into_body()
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-                    .boxed_unsync();
-                (body, framing)
-            }
         };
         let mut spec = PipelineSpec::new(route.upstream_dialect, route.client, ids);
         spec.mappings = self.config.mappings.clone();
@@ -349,8 +350,18 @@ impl Gateway {
         spec.reader = route.reader;
         spec.hai = route.hai.clone();
         spec.tools = input.tools.iter().map(|t| t.name.clone()).collect();
-        let pipeline = Pipeline::new(spec)
-            .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
+        spec
+    }
+
+    /// The body that streams `upstream` through `pipeline` under the route's timers, the drain
+    /// signal and the stream metrics.
+    pub(crate) fn translating_body(
+        &self,
+        route: &Route,
+        upstream: UpstreamBody,
+        pipeline: Pipeline,
+        span: tracing::Span,
+    ) -> TranslatingBody {
         let timers = StreamTimers {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
@@ -363,11 +374,40 @@ impl Gateway {
             }
         });
         let record = self.metrics.stream_started(&route.path);
-        let body = TranslatingBody::new(upstream, pipeline, timers, drain, span, record);
-        let mut response = Response::new(Either::Left(body));
-        headers::sse_response_headers(response.headers_mut());
-        Ok(response)
+        TranslatingBody::new(upstream, pipeline, timers, drain, span, record)
     }
+}
+
+/// Reads a request body whole, bounded by `limit` bytes and [`REQUEST_BODY_TIMEOUT`].
+pub(crate) async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Failure> {
+    let read = tokio::time::timeout(REQUEST_BODY_TIMEOUT, Limited::new(body, limit).collect());
+    let body = read
+        .await
+        .map_err(|_| {
+            Failure::new(
+                ErrorCode::RequestTimeout,
+                format!(
+                    "the request body did not arrive within {} s",
+                    REQUEST_BODY_TIMEOUT.as_secs()
+                ),
+            )
+        })?
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Failure::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("the request body exceeds {limit} bytes (max_request_bytes)"),
+                )
+            } else {
+                Failure::new(
+                    ErrorCode::InvalidRequest,
+                    format!("could not read the request body: {e}"),
+                )
+            }
+        })?;
+    Ok(body.to_bytes())
 }
 
 /// An error before the stream: status from the code, body `{"error":{"code","message"}}`.

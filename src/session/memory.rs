@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::{
-    new_session_id, Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit,
-};
+use super::{new_session_id, Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit};
 use crate::event::Message;
 
 #[derive(Debug)]
@@ -169,7 +167,9 @@ mod tests {
         let b = s.create(config("/"), Vec::new()).unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 5 + 32);
-        assert!(a[5..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(a[5..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     }
 
     #[test]
@@ -186,12 +186,17 @@ mod tests {
     #[test]
     fn list_pages_in_id_order_per_face() {
         let s = store(100, Duration::from_secs(60));
-        let mut ids: Vec<String> = (0..5).map(|_| s.create(config("/a"), Vec::new()).unwrap()).collect();
+        let mut ids: Vec<String> = (0..5)
+            .map(|_| s.create(config("/a"), Vec::new()).unwrap())
+            .collect();
         s.create(config("/b"), Vec::new()).unwrap();
         ids.sort();
         let (page, more) = s.list("/a", None, 2);
         assert!(more);
-        assert_eq!(page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(), ids[..2]);
+        assert_eq!(
+            page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+            ids[..2]
+        );
         let (page, more) = s.list("/a", Some(&ids[1]), 2);
         assert!(more);
         assert_eq!(page[0].id, ids[2]);
@@ -206,7 +211,10 @@ mod tests {
         let id = s.create(config("/"), Vec::new()).unwrap();
         let shared: std::sync::Arc<dyn Store> = s.clone();
         let (lease, _) = TurnLease::begin(shared.clone(), &id).unwrap();
-        assert_eq!(TurnLease::begin(shared.clone(), &id).err(), Some(StoreError::Busy));
+        assert_eq!(
+            TurnLease::begin(shared.clone(), &id).err(),
+            Some(StoreError::Busy)
+        );
         drop(lease);
         let (lease, session) = TurnLease::begin(shared.clone(), &id).unwrap();
         let mut next = config("/");

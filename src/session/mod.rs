@@ -91,7 +91,9 @@ pub enum StoreError {
     NotFound,
     #[error("a turn is already running on this session")]
     Busy,
-    #[error("the gateway holds its maximum of {0} sessions (max_sessions); delete one or retry later")]
+    #[error(
+        "the gateway holds its maximum of {0} sessions (max_sessions); delete one or retry later"
+    )]
     Full(usize),
 }
 

@@ -254,7 +254,10 @@ mod tests {
 
     #[test]
     fn result_encodings() {
-        assert_eq!(ResultEncoding::Object.encode(true, None), r#"{"confirmed":true}"#);
+        assert_eq!(
+            ResultEncoding::Object.encode(true, None),
+            r#"{"confirmed":true}"#
+        );
         assert_eq!(
             ResultEncoding::Object.encode(false, Some("not now")),
             r#"{"confirmed":false,"reason":"not now"}"#
@@ -262,13 +265,20 @@ mod tests {
         assert_eq!(ResultEncoding::Boolean.encode(false, Some("x")), "false");
         assert_eq!(ResultEncoding::Word.encode(true, None), "confirmed");
         // What the gateway writes, its own parser reads back the same way.
-        for e in [ResultEncoding::Object, ResultEncoding::Boolean, ResultEncoding::Word] {
+        for e in [
+            ResultEncoding::Object,
+            ResultEncoding::Boolean,
+            ResultEncoding::Word,
+        ] {
             assert_eq!(parse_granted(&Value::String(e.encode(true, None))), Ok(()));
             assert!(parse_granted(&Value::String(e.encode(false, None))).is_err());
         }
         let denied = permission_resume("i", false, Some("no"), DenialAs::Cancelled);
         assert_eq!(denied.status, ResumeStatus::Cancelled);
-        assert_eq!(denied.payload, Some(json!({"approved": false, "reason": "no"})));
+        assert_eq!(
+            denied.payload,
+            Some(json!({"approved": false, "reason": "no"}))
+        );
     }
 
     #[test]

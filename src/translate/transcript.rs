@@ -330,7 +330,8 @@ impl Transcript {
     }
 
     fn patch_state(&mut self, ops: &[crate::event::JsonPatchOp]) {
-        let Ok(patch) = serde_json::to_value(ops).and_then(serde_json::from_value::<json_patch::Patch>)
+        let Ok(patch) =
+            serde_json::to_value(ops).and_then(serde_json::from_value::<json_patch::Patch>)
         else {
             return;
         };

@@ -13,7 +13,9 @@ pub mod history;
 pub mod types;
 mod write;
 
-pub use write::{call_view, AapWriter, Pending, PendingKind, TurnOptions, TurnStop, INTERRUPT_CALL_PREFIX};
+pub use write::{
+    call_view, AapWriter, Pending, PendingKind, TurnOptions, TurnStop, INTERRUPT_CALL_PREFIX,
+};
 
 /// The protocol version the gateway speaks (`GET /meta` → `version`).
 pub const PROTOCOL_VERSION: u32 = 3;

@@ -365,8 +365,7 @@ impl AapWriter {
                 stop_reason: stop.reason,
                 messages: to_aap(shown.generated(), &|c| self.view(c)),
             };
-            if let Err(error) = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response)
-            {
+            if let Err(error) = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response) {
                 tracing::error!(%error, "could not encode an AAP turn response");
             }
         }
@@ -475,7 +474,9 @@ impl Lane {
         for (id, ended) in self.waiting.drain(..) {
             if !ended || mode == StreamMode::Delta {
                 match mode {
-                    StreamMode::Delta => write_delta(out, kind.event(mode), transcript.text_of(&id)),
+                    StreamMode::Delta => {
+                        write_delta(out, kind.event(mode), transcript.text_of(&id))
+                    }
                     _ => write_whole(out, kind, transcript.text_of(&id)),
                 }
             }
