@@ -19,6 +19,7 @@
 //! `event`, `sse`, `dialect`, `mapping` and `translate` never import `proxy` or hyper; a test
 //! (`tests/layering.rs`) keeps that true.
 
+pub mod aap;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -46,8 +46,10 @@ use tokio::net::TcpListener;
 use tracing::Instrument;
 
 use crate::config::{Config, Route, Upstream};
+use crate::dialect::Dialect;
 use crate::dialect::{read_request, write_request};
 use crate::error::{ErrorCode, Failure};
+use crate::session::{MemoryStore, Store};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
@@ -63,9 +65,11 @@ const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 /// Any response the gateway sends.
 pub type ResponseBody = Either<TranslatingBody, Full<Bytes>>;
 
-/// Shared, read-only state of the server.
-struct Gateway {
+/// Shared state of the server: read-only but for the session store.
+pub(crate) struct Gateway {
     config: Config,
+    /// Sessions of the AAP faces.
+    store: Arc<dyn Store>,
     /// One pooled client per distinct connect timeout, so each route's timeout holds.
     clients: HashMap<Duration, UpstreamClient>,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
@@ -117,8 +121,10 @@ pub async fn serve(
     let drain_timeout = config.drain_timeout;
     let stall_timeout = config.stall_timeout;
     let (drain_tx, draining) = tokio::sync::watch::channel(false);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.sessions));
     let gateway = Arc::new(Gateway {
         clients,
+        store,
         config,
         draining,
         metrics: Arc::clone(&shared.metrics),
@@ -208,11 +214,16 @@ impl Gateway {
             thread_id = tracing::field::Empty,
             run_id = tracing::field::Empty,
         );
-        match self
-            .stream(route, request, span.clone())
-            .instrument(span.clone())
-            .await
-        {
+        let result = if route.client == Dialect::Aap {
+            crate::aap::handle(self, route, request)
+                .instrument(span.clone())
+                .await
+        } else {
+            self.stream(route, request, span.clone())
+                .instrument(span.clone())
+                .await
+        };
+        match result {
             Ok(response) => response,
             Err(failure) => {
                 let _entered = span.enter();
@@ -225,7 +236,11 @@ impl Gateway {
                     }
                 }
                 self.metrics.refused(&route.path, failure.code.label());
-                error_response(&failure)
+                if route.client == Dialect::Aap {
+                    crate::aap::error_response(&failure)
+                } else {
+                    error_response(&failure)
+                }
             }
         }
     }
@@ -270,6 +285,14 @@ impl Gateway {
 }
 
 impl Gateway {
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// Sends the run to the route's upstream and waits for its response headers: the body and
     /// its framing, or a failure before the stream (connect, status, compression, protobuf).
     pub(crate) async fn open_upstream(
@@ -376,6 +399,11 @@ impl Gateway {
         let record = self.metrics.stream_started(&route.path);
         TranslatingBody::new(upstream, pipeline, timers, drain, span, record)
     }
+}
+
+/// The headers of an event-stream response (`streaming.md` §4).
+pub(crate) fn sse_headers(headers: &mut http::HeaderMap) {
+    headers::sse_response_headers(headers);
 }
 
 /// Reads a request body whole, bounded by `limit` bytes and [`REQUEST_BODY_TIMEOUT`].

@@ -6,8 +6,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::{new_session_id, Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit};
-use crate::event::Message;
+use super::{Session, SessionLimits, Store, StoreError, TurnCommit};
 
 #[derive(Debug)]
 struct Entry {
@@ -46,29 +45,22 @@ impl Store for MemoryStore {
         self.limits
     }
 
-    fn create(&self, config: SessionConfig, history: Vec<Message>) -> Result<String, StoreError> {
+    fn create(&self, session: Session) -> Result<(), StoreError> {
         if self.sessions.len() >= self.limits.max_sessions {
             self.sweep();
             if self.sessions.len() >= self.limits.max_sessions {
                 return Err(StoreError::Full(self.limits.max_sessions));
             }
         }
-        let id = new_session_id();
         self.sessions.insert(
-            id.clone(),
+            session.id.clone(),
             Entry {
-                session: Session {
-                    id: id.clone(),
-                    config,
-                    history,
-                    state: None,
-                    pending: Vec::new(),
-                },
+                session,
                 running: false,
                 used: Instant::now(),
             },
         );
-        Ok(id)
+        Ok(())
     }
 
     fn get(&self, id: &str) -> Option<Session> {
@@ -142,7 +134,18 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::session::TurnLease;
+    use crate::session::{new_session_id, SessionConfig, TurnLease};
+
+    /// Creates a session of `face` and returns its id.
+    fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
+        let id = new_session_id();
+        s.create(Session {
+            id: id.clone(),
+            config: config(face),
+            ..Session::default()
+        })?;
+        Ok(id)
+    }
 
     fn config(face: &str) -> SessionConfig {
         SessionConfig {
@@ -163,8 +166,8 @@ mod tests {
     #[test]
     fn ids_are_url_safe_and_unique() {
         let s = store(10, Duration::from_secs(60));
-        let a = s.create(config("/"), Vec::new()).unwrap();
-        let b = s.create(config("/"), Vec::new()).unwrap();
+        let a = add(&s, "/").unwrap();
+        let b = add(&s, "/").unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 5 + 32);
         assert!(a[5..]
@@ -175,21 +178,19 @@ mod tests {
     #[test]
     fn full_store_refuses_then_accepts_after_delete() {
         let s = store(2, Duration::from_secs(60));
-        let a = s.create(config("/"), Vec::new()).unwrap();
-        s.create(config("/"), Vec::new()).unwrap();
-        assert_eq!(s.create(config("/"), Vec::new()), Err(StoreError::Full(2)));
+        let a = add(&s, "/").unwrap();
+        add(&s, "/").unwrap();
+        assert_eq!(add(&s, "/"), Err(StoreError::Full(2)));
         assert!(s.delete(&a));
         assert!(!s.delete(&a));
-        assert!(s.create(config("/"), Vec::new()).is_ok());
+        assert!(add(&s, "/").is_ok());
     }
 
     #[test]
     fn list_pages_in_id_order_per_face() {
         let s = store(100, Duration::from_secs(60));
-        let mut ids: Vec<String> = (0..5)
-            .map(|_| s.create(config("/a"), Vec::new()).unwrap())
-            .collect();
-        s.create(config("/b"), Vec::new()).unwrap();
+        let mut ids: Vec<String> = (0..5).map(|_| add(&s, "/a").unwrap()).collect();
+        add(&s, "/b").unwrap();
         ids.sort();
         let (page, more) = s.list("/a", None, 2);
         assert!(more);
@@ -208,7 +209,7 @@ mod tests {
     #[test]
     fn one_turn_at_a_time_and_a_dropped_lease_changes_nothing() {
         let s = store(10, Duration::from_secs(60));
-        let id = s.create(config("/"), Vec::new()).unwrap();
+        let id = add(&s, "/").unwrap();
         let shared: std::sync::Arc<dyn Store> = s.clone();
         let (lease, _) = TurnLease::begin(shared.clone(), &id).unwrap();
         assert_eq!(
@@ -233,7 +234,7 @@ mod tests {
     #[test]
     fn idle_sessions_expire() {
         let s = store(10, Duration::from_millis(1));
-        let id = s.create(config("/"), Vec::new()).unwrap();
+        let id = add(&s, "/").unwrap();
         std::thread::sleep(Duration::from_millis(5));
         assert!(s.get(&id).is_none());
         assert_eq!(s.begin_turn(&id).err(), Some(StoreError::NotFound));

@@ -100,8 +100,8 @@ pub enum StoreError {
 /// A session store; see the module docs.
 pub trait Store: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> SessionLimits;
-    /// Stores a new session and returns its id (`sess_` + 32 lowercase hex, URL-safe).
-    fn create(&self, config: SessionConfig, history: Vec<Message>) -> Result<String, StoreError>;
+    /// Stores a new session (its id from [`new_session_id`]).
+    fn create(&self, session: Session) -> Result<(), StoreError>;
     /// The whole session.
     fn get(&self, id: &str) -> Option<Session>;
     /// Sessions of `face` with an id after `after`, in id order; at most `limit`, and whether
@@ -151,7 +151,7 @@ impl Drop for TurnLease {
     }
 }
 
-/// A new session id.
+/// A new session id: `sess_` + 32 lowercase hex (URL-safe, `translation.md` §2.1).
 pub fn new_session_id() -> String {
     format!("sess_{}", uuid::Uuid::new_v4().simple())
 }

@@ -238,10 +238,10 @@ impl Pipeline {
         }
     }
 
-    /// Ends the pipeline, handing over the AAP writer when there is one.
-    pub fn into_aap(self) -> Option<AapWriter> {
-        match self.writer {
-            Writer::Aap(w) => Some(*w),
+    /// The AAP writer, to take its results once the run is over.
+    pub fn aap_mut(&mut self) -> Option<&mut AapWriter> {
+        match &mut self.writer {
+            Writer::Aap(w) => Some(w),
             _ => None,
         }
     }

@@ -384,3 +384,25 @@ pub fn args_object(text: &str) -> serde_json::Map<String, Value> {
     };
     wrapped
 }
+
+/// The bytes of content a history holds: the measure of `max_history_bytes`.
+pub fn history_bytes(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| match m {
+            Message::Developer(m) | Message::System(m) => m.content.len(),
+            Message::Assistant(m) => {
+                m.content.as_ref().map_or(0, String::len)
+                    + m.tool_calls
+                        .iter()
+                        .flatten()
+                        .map(|c| c.function.arguments.len())
+                        .sum::<usize>()
+            }
+            Message::User(m) => content_len(&m.content),
+            Message::Tool(m) => content_len(&m.content),
+            Message::Activity(_) => 0,
+            Message::Reasoning(m) => m.content.len(),
+        })
+        .sum()
+}

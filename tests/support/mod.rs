@@ -4,6 +4,7 @@
 //! Declared from each test file with `mod support;`. Not every test file uses every helper.
 #![allow(dead_code, unused_imports)]
 
+pub mod aap;
 pub mod client;
 pub mod gateway;
 pub mod hai;

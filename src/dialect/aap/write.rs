@@ -123,9 +123,14 @@ impl AapWriter {
         self.stop.as_ref()
     }
 
-    /// Ends the writer: the transcript and the stop (none if the run never ended).
-    pub fn finish(self) -> (Transcript, Option<TurnStop>) {
-        (self.transcript, self.stop)
+    /// Takes the transcript and the stop (none if the run never ended) out of the writer,
+    /// which is done with the run.
+    pub fn take(&mut self) -> (Transcript, Option<TurnStop>) {
+        let empty = Transcript::new(Vec::new(), None, 0);
+        (
+            std::mem::replace(&mut self.transcript, empty),
+            self.stop.take(),
+        )
     }
 
     /// How a call shows to the client: its name and input (§5), a confirm call naming the tool
