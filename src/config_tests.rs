@@ -163,9 +163,20 @@ fn unknown_keys_and_missing_routes_are_errors() {
 #[test]
 fn dialect_pairs_not_built_yet_are_refused_clearly() {
     let mut o = flags("http://x:1/");
-    o.client = Some("aap".into());
+    o.upstream_dialect = Some("aap".into());
     let err = load(None, &o).unwrap_err().to_string();
     assert!(err.contains("not supported by this build"), "{err}");
+    // An AAP face needs its agent's name.
+    let mut o = flags("http://x:1/");
+    o.client = Some("aap".into());
+    let err = load(None, &o).unwrap_err().to_string();
+    assert!(err.contains("--agent-name"), "{err}");
+    o.agent_name = Some("demo".into());
+    o.aap_api_keys = Some(" k1, ,k2 ".into());
+    let config = load(None, &o).unwrap();
+    let agent = config.routes[0].aap.as_ref().unwrap();
+    assert_eq!(agent.name, "demo");
+    assert_eq!(agent.api_keys, ["k1", "k2"]);
     // HAI in either seat is built.
     for (client, upstream) in [("hai", "ag-ui"), ("ag-ui", "hai"), ("hai", "hai")] {
         let mut o = flags("http://x:1/");
@@ -226,4 +237,66 @@ fn shipped_configs_are_valid() {
         }
     }
     assert!(checked >= 1, "expected at least one shipped config");
+}
+
+#[test]
+fn aap_routes_describe_their_agent_and_bad_entries_name_their_key() {
+    let config = file(
+        "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+         [routes.aap]\nname = \"a\"\nversion = \"1.2.3\"\nresult_encoding = \"word\"\n\
+         [[routes.aap.options]]\ntype = \"select\"\nname = \"model\"\ndefault = \"fast\"\noptions = [\"fast\", \"slow\"]\n\
+         [[routes.aap.tools]]\nname = \"web_fetch\"\ndescription = \"Fetch\"\n\
+         [[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"b\"\n\
+         [sessions]\nmax_sessions = 5\npage_size = 2\nidle_timeout = \"1h\"\n",
+    )
+    .unwrap();
+    let a = config.routes[0].aap.as_ref().unwrap();
+    assert_eq!((a.name.as_str(), a.version.as_str()), ("a", "1.2.3"));
+    assert_eq!(
+        a.result_encoding,
+        crate::translate::confirm::ResultEncoding::Word
+    );
+    assert_eq!(
+        a.options[0].options.as_deref(),
+        Some(&["fast".to_owned(), "slow".to_owned()][..])
+    );
+    assert_eq!(
+        a.tools[0].parameters,
+        serde_json::json!({"type":"object","properties":{}})
+    );
+    assert_eq!(config.sessions.max_sessions, 5);
+    assert_eq!(config.sessions.page_size, 2);
+    assert_eq!(config.sessions.idle_timeout, Duration::from_secs(3600));
+
+    for (text, needle) in [
+        // a select whose default is not among its values
+        ("[routes.aap]\nname = \"a\"\n[[routes.aap.options]]\ntype = \"select\"\nname = \"m\"\ndefault = \"x\"\noptions = [\"y\"]\n", "routes[0].aap.options[0].options"),
+        // a tool without its description
+        ("[routes.aap]\nname = \"a\"\n[[routes.aap.tools]]\nname = \"t\"\n", "routes[0].aap.tools[0]"),
+        ("[routes.aap]\nresult_encoding = \"yes\"\nname = \"a\"\n", "routes[0].aap.result_encoding"),
+        ("[routes.aap]\ntitle = \"no name\"\n", "routes[0].aap.name"),
+    ] {
+        let err = file(&format!(
+            "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n{text}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    // Two agents of one name, or an AAP face sharing its path with another dialect.
+    let err = file(
+        "[[routes]]\npath = \"/x\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"a\"\n\
+         [[routes]]\npath = \"/x\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"a\"\n\
+         [[routes]]\npath = \"/y\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"b\"\n\
+         [[routes]]\npath = \"/y\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
+         [[routes]]\npath = \"/z\"\nclient = \"hai\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"c\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("serve the agent \"a\""), "{err}");
+    assert!(err.contains("/y is both an AAP face"), "{err}");
+    assert!(
+        err.contains("routes[4].aap: only a route with client = \"aap\""),
+        "{err}"
+    );
 }

@@ -67,7 +67,7 @@ fn check_command_accepts_the_deploy_config_and_reports_bad_ones() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("ok (2 route(s)"));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("ok (3 route(s)"));
 
     let bad = std::env::temp_dir().join(format!("dp-bad-{}.toml", std::process::id()));
     std::fs::write(

@@ -213,35 +213,36 @@ fn input_messages(
     let mut users = Vec::new();
     for (i, message) in messages.iter().enumerate() {
         let at = format!("messages[{i}]");
-        let (call, granted) =
-            match message {
-                AapMessage::User { content } => {
-                    users.push(Message::User(UserMessage {
-                        id: ids.next('i'),
-                        content: content_from_aap(content, &format!("{at}.content"), agent.image)
-                            .map_err(|e| invalid(e.field, e.problem))?,
-                        name: None,
-                        encrypted_value: None,
-                        metadata: None,
-                        subagent_run_id: None,
-                        extra: Map::new(),
-                    }));
-                    continue;
-                }
-                AapMessage::Tool { tool_call_id, .. } => (tool_call_id, None),
-                AapMessage::ToolPermission {
-                    tool_call_id,
-                    granted,
-                    reason,
-                } => (tool_call_id, Some((*granted, reason.as_deref()))),
-                other => return Err(invalid(
+        let (call, granted) = match message {
+            AapMessage::User { content } => {
+                users.push(Message::User(UserMessage {
+                    id: ids.next('i'),
+                    content: content_from_aap(content, &format!("{at}.content"), agent.image)
+                        .map_err(|e| invalid(e.field, e.problem))?,
+                    name: None,
+                    encrypted_value: None,
+                    metadata: None,
+                    subagent_run_id: None,
+                    extra: Map::new(),
+                }));
+                continue;
+            }
+            AapMessage::Tool { tool_call_id, .. } => (tool_call_id, None),
+            AapMessage::ToolPermission {
+                tool_call_id,
+                granted,
+                reason,
+            } => (tool_call_id, Some((*granted, reason.as_deref()))),
+            other => {
+                return Err(invalid(
                     format!("{at}.role"),
                     format!(
                         "{:?} is not input; a turn takes user, tool and tool_permission messages",
                         other.role()
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let Some(slot) = pending.iter().position(|p| p.tool_call_id == *call) else {
             return Err(Failure::new(
                 ErrorCode::UnknownToolCall,

@@ -406,3 +406,91 @@ pub fn history_bytes(messages: &[Message]) -> usize {
         })
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn run(history: serde_json::Value, events: serde_json::Value) -> Transcript {
+        let history: Vec<Message> = serde_json::from_value(history).unwrap();
+        let mut t = Transcript::new(history, Some(json!({"n": 1})), 1 << 20);
+        for e in events.as_array().unwrap() {
+            t.apply(&serde_json::from_value(e.clone()).unwrap())
+                .unwrap();
+        }
+        t
+    }
+
+    fn ids(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(message_id).collect()
+    }
+
+    fn step() -> serde_json::Value {
+        json!([
+            {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"},
+            {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"Checking."},
+            {"type":"TEXT_MESSAGE_END","messageId":"m1"},
+            {"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"w","parentMessageId":"m1"},
+            {"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{\"a\":"},
+            {"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"1}"},
+            {"type":"TOOL_CALL_END","toolCallId":"c1"},
+            {"type":"TOOL_CALL_RESULT","messageId":"t1","toolCallId":"c1","content":"ok"},
+            {"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":2}]},
+            {"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"},
+            {"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"Half"},
+            {"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"x","parentMessageId":"m2"}
+        ])
+    }
+
+    #[test]
+    fn a_run_folds_into_messages_and_state() {
+        let t = run(json!([{"id":"u","role":"user","content":"hi"}]), step());
+        assert_eq!(ids(t.messages()), ["u", "m1", "t1", "m2"]);
+        assert_eq!(ids(t.generated()), ["m1", "t1", "m2"]);
+        assert_eq!(t.tool_call("c1").unwrap().function.arguments, r#"{"a":1}"#);
+        assert_eq!(t.state(), Some(&json!({"n": 2})));
+        assert!(t.call("c1").unwrap().resolved && !t.call("c2").unwrap().resolved);
+    }
+
+    #[test]
+    fn a_failed_run_keeps_only_completed_tool_rounds() {
+        let mut t = run(json!([{"id":"u","role":"user","content":"hi"}]), step());
+        t.truncate_to_last_tool_round();
+        assert_eq!(ids(t.messages()), ["u", "m1", "t1"]);
+        let mut t = run(json!([{"id":"u","role":"user","content":"hi"}]), step());
+        t.drop_unresolved_calls();
+        let last = serde_json::to_value(t.messages().last().unwrap()).unwrap();
+        assert_eq!(last, json!({"role":"assistant","id":"m2","content":"Half"}));
+    }
+
+    #[test]
+    fn a_patch_that_does_not_apply_keeps_the_state() {
+        let t = run(
+            json!([]),
+            json!([{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/missing"}]}]),
+        );
+        assert_eq!(t.state(), Some(&json!({"n": 1})));
+    }
+
+    #[test]
+    fn a_snapshot_replaces_the_history() {
+        let t = run(
+            json!([{"id":"u","role":"user","content":"hi"}]),
+            json!([{"type":"MESSAGES_SNAPSHOT","messages":[
+                {"id":"u","role":"user","content":"hi"},
+                {"id":"a","role":"assistant","content":"hello"}]}]),
+        );
+        assert_eq!(ids(t.messages()), ["u", "a"]);
+        assert_eq!(ids(t.generated()), ["a"]);
+    }
+
+    #[test]
+    fn arguments_become_one_object() {
+        assert_eq!(args_object("  "), serde_json::Map::new());
+        assert_eq!(json!(args_object(r#"{"a":1}"#)), json!({"a":1}));
+        assert_eq!(json!(args_object("[1]")), json!({"_value":[1]}));
+        assert_eq!(json!(args_object("{\"a\":")), json!({"_raw":"{\"a\":"}));
+    }
+}

@@ -315,3 +315,67 @@ fn assistant_from_aap(
         extra: Map::new(),
     }));
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn history_survives_aap_to_canonical_and_back() {
+        let aap: Vec<AapMessage> = serde_json::from_value(json!([
+            {"role":"system","content":"Be brief."},
+            {"role":"user","content":[{"type":"text","text":"Where"},{"type":"image","url":"data:image/png;base64,AAAA"}]},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Checking."},
+                {"type":"tool_use","toolCallId":"c1","name":"get_location","input":{"precise":true}}]},
+            {"role":"tool","toolCallId":"c1","content":"Paris"},
+            {"role":"assistant","content":"In Paris."}
+        ]))
+        .unwrap();
+        let mut n = 0;
+        let mut id = || {
+            n += 1;
+            format!("s{n}")
+        };
+        let canonical = history_from_aap(&aap, "messages", true, &mut id).unwrap();
+        assert_eq!(
+            canonical.len(),
+            6,
+            "the thinking block is a reasoning message of its own"
+        );
+        let back = to_aap(&canonical, &|c| {
+            (
+                c.function.name.clone(),
+                crate::translate::transcript::args_object(&c.function.arguments),
+            )
+        });
+        let expected: Vec<AapMessage> = serde_json::from_value(json!([
+            {"role":"system","content":"Be brief."},
+            {"role":"user","content":[{"type":"text","text":"Where"},{"type":"image","url":"data:image/png;base64,AAAA"}]},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Checking."},
+                {"type":"tool_use","toolCallId":"c1","name":"get_location","input":{"precise":true}}]},
+            {"role":"tool","toolCallId":"c1","content":"Paris"},
+            {"role":"assistant","content":[{"type":"text","text":"In Paris."}]}
+        ]))
+        .unwrap();
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn bad_content_is_refused_naming_the_field() {
+        let images = Content::Blocks(vec![Block::Image {
+            url: "http://x".into(),
+        }]);
+        let e = content_from_aap(&images, "messages[0].content", true).unwrap_err();
+        assert_eq!(e.field, "messages[0].content[0].url");
+        let e = content_from_aap(&images, "messages[0].content", false).unwrap_err();
+        assert_eq!(e.field, "messages[0].content[0]");
+        let tool_use: Vec<AapMessage> = serde_json::from_value(
+            json!([{"role":"tool_permission","toolCallId":"c","granted":true}]),
+        )
+        .unwrap();
+        let e = history_from_aap(&tool_use, "messages", false, &mut || "x".into()).unwrap_err();
+        assert_eq!(e.field, "messages[0].role");
+    }
+}

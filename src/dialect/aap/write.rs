@@ -148,15 +148,15 @@ impl AapWriter {
         match event {
             Event::TextMessageStart(e) if streaming => self.text.start(e.message_id),
             Event::ReasoningMessageStart(e) if streaming => self.reasoning.start(e.message_id),
-            Event::TextMessageContent(e) if delta => {
-                if self.text.live.as_deref() == Some(&e.message_id) {
-                    write_delta(out, name::TEXT_DELTA, &e.delta);
-                }
+            Event::TextMessageContent(e)
+                if delta && self.text.live.as_deref() == Some(&e.message_id) =>
+            {
+                write_delta(out, name::TEXT_DELTA, &e.delta)
             }
-            Event::ReasoningMessageContent(e) if delta => {
-                if self.reasoning.live.as_deref() == Some(&e.message_id) {
-                    write_delta(out, name::THINKING_DELTA, &e.delta);
-                }
+            Event::ReasoningMessageContent(e)
+                if delta && self.reasoning.live.as_deref() == Some(&e.message_id) =>
+            {
+                write_delta(out, name::THINKING_DELTA, &e.delta)
             }
             Event::TextMessageEnd(e) if streaming => {
                 let mode = self.options.mode;

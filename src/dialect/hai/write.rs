@@ -19,6 +19,7 @@ use crate::error::{ErrorCode, Failure};
 use crate::event::{ContentPart, Event, EventBase, MessageContent, RunOutcome};
 use crate::sse;
 use crate::translate::confirm;
+use crate::translate::transcript::args_object;
 
 /// Tool calls whose arguments may be held at once (`translation.md` §5).
 const MAX_HELD_CALLS: usize = 1024;
@@ -553,20 +554,6 @@ fn plain_text(object: &Map<String, Value>) -> Option<&str> {
         return None;
     }
     output.get("content")?.as_str()
-}
-
-/// Argument text → one object (`translation.md` §5, `args.invalid = wrap`).
-fn args_object(text: &str) -> Map<String, Value> {
-    let mut wrapped = Map::new();
-    if text.trim().is_empty() {
-        return wrapped;
-    }
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(object)) => return object,
-        Ok(value) => wrapped.insert("_value".into(), value),
-        Err(_) => wrapped.insert("_raw".into(), text.into()),
-    };
-    wrapped
 }
 
 /// Tool results are strings in HAI: text parts joined; any media part makes it the parts' JSON.
