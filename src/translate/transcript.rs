@@ -46,6 +46,8 @@ pub struct Transcript {
     index: HashMap<String, usize>,
     /// This run's tool calls, in start order.
     calls: Vec<RunCall>,
+    /// Where each of them is in `calls`.
+    call_at: HashMap<String, usize>,
     /// Content bytes the run may still add.
     budget: usize,
     state: Option<Value>,
@@ -59,6 +61,7 @@ impl Transcript {
             messages: history,
             index: HashMap::new(),
             calls: Vec::new(),
+            call_at: HashMap::new(),
             budget,
             state,
         }
@@ -82,7 +85,11 @@ impl Transcript {
     }
 
     pub fn call(&self, id: &str) -> Option<&RunCall> {
-        self.calls.iter().find(|c| c.id == id)
+        self.call_at.get(id).map(|&i| &self.calls[i])
+    }
+
+    fn call_mut(&mut self, id: &str) -> Option<&mut RunCall> {
+        self.call_at.get(id).map(|&i| &mut self.calls[i])
     }
 
     /// The text so far of one of this run's text or reasoning messages.
@@ -150,6 +157,8 @@ impl Transcript {
                         metadata: None,
                     });
                 }
+                self.call_at
+                    .insert(e.tool_call_id.clone(), self.calls.len());
                 self.calls.push(RunCall {
                     id: e.tool_call_id.clone(),
                     name: e.tool_call_name.clone(),
@@ -175,13 +184,13 @@ impl Transcript {
                 call.function.arguments.push_str(&e.delta);
             }
             Event::ToolCallEnd(e) => {
-                if let Some(c) = self.calls.iter_mut().find(|c| c.id == e.tool_call_id) {
+                if let Some(c) = self.call_mut(&e.tool_call_id) {
                     c.ended = true;
                 }
             }
             Event::ToolCallResult(e) => {
                 self.spend(content_len(&e.content))?;
-                if let Some(c) = self.calls.iter_mut().find(|c| c.id == e.tool_call_id) {
+                if let Some(c) = self.call_mut(&e.tool_call_id) {
                     c.resolved = true;
                 }
                 self.push(Message::Tool(ToolMessage {
@@ -312,7 +321,7 @@ impl Transcript {
     }
 
     fn find_call(&self, id: &str) -> Option<&ToolCall> {
-        let call = self.calls.iter().find(|c| c.id == id)?;
+        let call = self.call(id)?;
         let i = *self.index.get(&call.message_id)?;
         match &self.messages[i] {
             Message::Assistant(m) => m.tool_calls.as_ref()?.iter().find(|c| c.id == id),
@@ -321,8 +330,7 @@ impl Transcript {
     }
 
     fn find_call_mut(&mut self, id: &str) -> Option<&mut ToolCall> {
-        let call = self.calls.iter().find(|c| c.id == id)?;
-        let i = *self.index.get(&call.message_id)?;
+        let i = *self.index.get(&self.call(id)?.message_id)?;
         match &mut self.messages[i] {
             Message::Assistant(m) => m.tool_calls.as_mut()?.iter_mut().find(|c| c.id == id),
             _ => None,
@@ -343,6 +351,12 @@ impl Transcript {
     }
 
     fn reindex(&mut self) {
+        self.call_at = self
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.clone(), i))
+            .collect();
         self.index = self.messages[self.prior..]
             .iter()
             .enumerate()

@@ -14,7 +14,7 @@
 //! gateway's confirm tool, typically) a permission request — and interrupts become permission
 //! requests answered with `resume`.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
@@ -90,7 +90,7 @@ pub struct AapWriter {
     text: Lane,
     reasoning: Lane,
     /// Calls already written as `tool_call` (a repeated END writes nothing).
-    written: Vec<String>,
+    written: HashSet<String>,
     stop: Option<TurnStop>,
 }
 
@@ -101,7 +101,7 @@ impl AapWriter {
             transcript,
             text: Lane::default(),
             reasoning: Lane::default(),
-            written: Vec::new(),
+            written: HashSet::new(),
             stop: None,
         }
     }
@@ -224,10 +224,9 @@ impl AapWriter {
     }
 
     fn write_call(&mut self, id: &str, out: &mut BytesMut) {
-        if self.written.iter().any(|w| w == id) {
+        if !self.written.insert(id.to_owned()) {
             return;
         }
-        self.written.push(id.to_owned());
         if !self.streaming() {
             return;
         }
