@@ -10,7 +10,7 @@
 //! Bounded: content appended by the run counts against a byte budget, and each call's argument
 //! text against [`MAX_ARGS_BYTES`]; past either the run must end ([`Transcript::apply`] fails).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -226,38 +226,30 @@ impl Transcript {
     /// Removes this run's tool calls that never got a result (and the assistant messages left
     /// empty), so a run that failed leaves no call without its stop.
     pub fn drop_unresolved_calls(&mut self) {
-        let unresolved: Vec<String> = self
-            .calls
-            .iter()
-            .filter(|c| !c.resolved)
-            .map(|c| c.id.clone())
-            .collect();
+        let unresolved = self.unresolved();
         if unresolved.is_empty() {
             return;
         }
-        let prior = self.prior;
-        for m in &mut self.messages[prior..] {
-            if let Message::Assistant(a) = m {
-                if let Some(calls) = &mut a.tool_calls {
-                    calls.retain(|c| !unresolved.contains(&c.id));
-                    if calls.is_empty() {
-                        a.tool_calls = None;
-                    }
-                }
-            }
-        }
-        let mut i = prior;
-        while i < self.messages.len() {
-            let empty = matches!(&self.messages[i], Message::Assistant(a)
-                if a.content.as_deref().is_none_or(str::is_empty) && a.tool_calls.is_none());
-            if empty {
-                self.messages.remove(i);
-            } else {
-                i += 1;
-            }
-        }
+        let mut tail = self.messages.split_off(self.prior);
+        remove_calls(&mut tail, &unresolved);
+        self.messages.extend(tail);
         self.calls.retain(|c| c.resolved);
         self.reindex();
+    }
+
+    /// What the run produced, less its calls left without a result.
+    pub fn generated_resolved(&self) -> Vec<Message> {
+        let mut generated = self.generated().to_vec();
+        remove_calls(&mut generated, &self.unresolved());
+        generated
+    }
+
+    fn unresolved(&self) -> HashSet<String> {
+        self.calls
+            .iter()
+            .filter(|c| !c.resolved)
+            .map(|c| c.id.clone())
+            .collect()
     }
 
     /// Cuts what the run produced after its last tool result: the assistant step a failure
@@ -363,6 +355,27 @@ impl Transcript {
             .map(|(i, m)| (message_id(m).to_owned(), self.prior + i))
             .collect();
     }
+}
+
+/// Removes the calls `ids` from `messages`, and the assistant messages left empty.
+fn remove_calls(messages: &mut Vec<Message>, ids: &HashSet<String>) {
+    if ids.is_empty() {
+        return;
+    }
+    for m in messages.iter_mut() {
+        if let Message::Assistant(a) = m {
+            if let Some(calls) = &mut a.tool_calls {
+                calls.retain(|c| !ids.contains(&c.id));
+                if calls.is_empty() {
+                    a.tool_calls = None;
+                }
+            }
+        }
+    }
+    messages.retain(|m| {
+        !matches!(m, Message::Assistant(a)
+            if a.content.as_deref().is_none_or(str::is_empty) && a.tool_calls.is_none())
+    });
 }
 
 pub fn message_id(m: &Message) -> &str {

@@ -361,13 +361,15 @@ impl AapWriter {
                 &json!({ "stopReason": stop.reason.as_str() }),
             );
         } else {
-            let mut shown = self.transcript.clone();
-            if stop.reason != StopReason::ToolUse {
-                shown.drop_unresolved_calls();
-            }
+            // A tool_use stop shows its pending calls; any other stop has none.
+            let messages = if stop.reason == StopReason::ToolUse {
+                to_aap(self.transcript.generated(), &|c| self.view(c))
+            } else {
+                to_aap(&self.transcript.generated_resolved(), &|c| self.view(c))
+            };
             let response = TurnResponse {
                 stop_reason: stop.reason,
-                messages: to_aap(shown.generated(), &|c| self.view(c)),
+                messages,
             };
             if let Err(error) = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response) {
                 tracing::error!(%error, "could not encode an AAP turn response");
