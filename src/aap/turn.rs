@@ -11,6 +11,7 @@
 //!    answer JSON (`none`).
 //! 6. Commit when the stream ends, however it ends (see [`commit`]).
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use http::{header, HeaderValue, Request, Response, StatusCode};
@@ -23,7 +24,7 @@ use super::{error_response, invalid, no_session, parse_body, Face};
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::history::{content_from_aap, tool_message};
 use crate::dialect::aap::types::{AapMessage, OptionKind, StopReason, StreamMode, TurnRequest};
-use crate::dialect::aap::{Pending, PendingKind, TurnOptions, INTERRUPT_CALL_PREFIX};
+use crate::dialect::aap::{is_synthetic, Pending, PendingKind, TurnOptions};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
     Message, MessageContent, ResumeEntry, RunAgentInput, Tool, UserMessage, PROTOCOL_VERSION,
@@ -104,8 +105,9 @@ pub(super) async fn turn(
 /// A turn ready to run.
 struct Prepared {
     input: RunAgentInput,
-    /// The history the transcript continues (the input's messages, synthetic calls included).
-    history: Vec<Message>,
+    /// The history the transcript continues, when it is not the input's messages (it holds
+    /// synthetic calls the upstream does not see).
+    history: Option<Vec<Message>>,
     config: SessionConfig,
     client_tools: Vec<String>,
     confirm_tool: String,
@@ -172,10 +174,14 @@ fn prepare(
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    let (messages, history) = match for_upstream(&history) {
+        Some(filtered) => (filtered, Some(history)),
+        None => (history, None),
+    };
     let input = RunAgentInput {
         thread_id: session.id,
         run_id: run_id.to_owned(),
-        messages: for_upstream(&history),
+        messages,
         tools,
         context: Vec::new(),
         protocol_version: Some(PROTOCOL_VERSION.into()),
@@ -268,7 +274,14 @@ fn input_messages(
                 call.clone(),
                 MessageContent::Text(agent.result_encoding.encode(granted, reason)),
             )),
-            (PendingKind::Interrupt { interrupt_id }, _, Some((granted, reason))) => {
+            (
+                PendingKind::Interrupt {
+                    interrupt_id,
+                    synthetic,
+                },
+                _,
+                Some((granted, reason)),
+            ) => {
                 resume.push(permission_resume(
                     interrupt_id,
                     granted,
@@ -277,7 +290,7 @@ fn input_messages(
                 ));
                 // A synthetic call is resolved in the history the client reads back; the
                 // upstream never sees it (`for_upstream`).
-                call.starts_with(INTERRUPT_CALL_PREFIX).then(|| {
+                synthetic.then(|| {
                     tool_message(
                         ids.next('i'),
                         call.clone(),
@@ -332,11 +345,24 @@ fn input_messages(
     Ok((new, resume))
 }
 
-/// The history the upstream sees: without the synthetic calls that stand for interrupts (and
-/// their records), which the upstream never made.
-fn for_upstream(history: &[Message]) -> Vec<Message> {
-    let synthetic = |id: &str| id.starts_with(INTERRUPT_CALL_PREFIX);
-    history
+/// The history the upstream sees, when it differs from the session's: without the synthetic
+/// calls that stand for interrupts (and their records), which the upstream never made.
+fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
+    let made_up: HashSet<&str> = history
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant(a) => a.tool_calls.as_ref(),
+            _ => None,
+        })
+        .flatten()
+        .filter(|c| is_synthetic(c))
+        .map(|c| c.id.as_str())
+        .collect();
+    if made_up.is_empty() {
+        return None;
+    }
+    let synthetic = |id: &str| made_up.contains(id);
+    let filtered = history
         .iter()
         .filter_map(|m| match m {
             Message::Tool(t) if synthetic(&t.tool_call_id) => None,
@@ -353,7 +379,8 @@ fn for_upstream(history: &[Message]) -> Vec<Message> {
             }
             other => Some(other.clone()),
         })
-        .collect()
+        .collect();
+    Some(filtered)
 }
 
 /// Step 5: the upstream, the pipeline, the response.
@@ -399,7 +426,7 @@ async fn run(
         }
     };
     let mut spec = gateway.pipeline_spec(route, &input, framing);
-    input.messages = Vec::new();
+    let history = history.unwrap_or_else(|| std::mem::take(&mut input.messages));
     spec.aap = AapTurn {
         options: TurnOptions {
             mode,

@@ -101,6 +101,13 @@ impl Transcript {
         }
     }
 
+    /// Sets the metadata of one of this run's calls.
+    pub fn set_call_metadata(&mut self, call_id: &str, metadata: serde_json::Map<String, Value>) {
+        if let Some(call) = self.find_call_mut(call_id) {
+            call.metadata = Some(metadata);
+        }
+    }
+
     /// One of this run's calls as the transcript holds it.
     pub fn tool_call(&self, call_id: &str) -> Option<&ToolCall> {
         self.find_call(call_id)

@@ -14,7 +14,8 @@ pub mod types;
 mod write;
 
 pub use write::{
-    call_view, AapWriter, Pending, PendingKind, TurnOptions, TurnStop, INTERRUPT_CALL_PREFIX,
+    call_view, is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TurnStop,
+    INTERRUPT_CALL_PREFIX,
 };
 
 /// The protocol version the gateway speaks (`GET /meta` → `version`).

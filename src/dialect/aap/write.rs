@@ -59,9 +59,13 @@ pub enum PendingKind {
     /// with `tool_permission`, which becomes the call's tool message (§6.2 B3).
     Permission,
     /// An AG-UI interrupt: answered with `tool_permission`, which becomes a `resume` entry
-    /// (§6.2 B1, B2).
+    /// (§6.2 B1, B2). `synthetic`: the call was made up by the gateway to show the interrupt.
     #[serde(rename_all = "camelCase")]
-    Interrupt { interrupt_id: String },
+    Interrupt {
+        interrupt_id: String,
+        #[serde(default)]
+        synthetic: bool,
+    },
 }
 
 /// How the turn ended.
@@ -283,6 +287,7 @@ impl AapWriter {
                 .as_deref()
                 .and_then(|id| self.transcript.call(id))
                 .map(|c| (c.id.clone(), c.name.clone()));
+            let synthetic = known.is_none();
             let (id, shown) = match known {
                 Some((id, name)) => (id, name),
                 None => self.synthesise_call(interrupt, out),
@@ -292,6 +297,7 @@ impl AapWriter {
                 name: shown,
                 kind: PendingKind::Interrupt {
                     interrupt_id: interrupt.id.clone(),
+                    synthetic,
                 },
             });
         }
@@ -345,6 +351,7 @@ impl AapWriter {
                 tracing::debug!(%error, "the transcript could not take a synthetic call");
             }
         }
+        self.transcript.set_call_metadata(&id, synthetic_marker());
         self.write_call(&id, out);
         (id, tool)
     }
@@ -377,6 +384,21 @@ impl AapWriter {
         }
         self.stop = Some(stop);
     }
+}
+
+/// The metadata that marks a call the gateway made up (an interrupt shown as a call): kept in
+/// the session history for the client, never sent to the agent.
+fn synthetic_marker() -> Map<String, Value> {
+    Map::from_iter([("aap".to_owned(), json!({ "synthetic": true }))])
+}
+
+/// True for a call the gateway made up (see [`synthetic_marker`]).
+pub fn is_synthetic(call: &ToolCall) -> bool {
+    call.metadata
+        .as_ref()
+        .and_then(|m| m.get("aap"))
+        .and_then(|a| a.get("synthetic"))
+        == Some(&Value::Bool(true))
 }
 
 /// How a call shows to an AAP client (§5): its name and its arguments as one object. A call of

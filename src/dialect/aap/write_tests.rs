@@ -141,7 +141,8 @@ fn an_interrupt_is_a_permission_answered_with_resume() {
             tool_call_id: "intr:i1".into(),
             name: "interrupt:approval".into(),
             kind: PendingKind::Interrupt {
-                interrupt_id: "i1".into()
+                interrupt_id: "i1".into(),
+                synthetic: true,
             }
         }]
     );
