@@ -15,9 +15,9 @@
 //!   response headers): the upstream connection is closed, the session is not left busy, the
 //!   next turn works and the upstream sees no trace of the abandoned answer.
 //! - AG-UI interrupts answered with `tool_permission`: B1 on a streamed call (with `denial_as`
-//!   resolved and cancelled), B1 on a call the run did not stream, B2 without a call, and B1 + B2
-//!   + a confirm call in one batch: the `resume` the upstream receives, synthetic calls kept from
-//!   the upstream but shown, resolved, in the history.
+//!   resolved and cancelled), B1 on a call the run did not stream, B2 without a call, and B1,
+//!   B2 and a confirm call in one batch: the `resume` the upstream receives, synthetic calls
+//!   kept from the upstream but shown, resolved, in the history.
 //! - The confirm tool naming the tool it asks about (B3), with the default and the `boolean`
 //!   result encoding; a mixed stop (a client tool and a permission) answered in one turn only.
 //! - A HAI upstream behind the AAP face.
