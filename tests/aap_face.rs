@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::{
     aap::{
-        assert_no_dangling_tool_use, assistant_text, block_types, content_text, event_names,
-        normalise_call_ids, object, roles, spawn_gateway, spawn_gateway_with_env,
+        agui_texts, assert_no_dangling_tool_use, assistant_text, block_types, content_text,
+        event_names, normalise_call_ids, object, roles, spawn_gateway, spawn_gateway_with_env,
         spawn_with_config, stop_reason, tool_message, tool_spec, tool_uses, user_turn,
         wait_for_event, AapClient, Reply, CONFIRM_TOOL,
     },
@@ -130,27 +130,6 @@ fn last_user_text(body: &Value) -> String {
         .find(|(role, _)| role == "user")
         .map(|(_, text)| text)
         .unwrap_or_default()
-}
-
-/// `(role, text)` of each AG-UI message (string content, or its text parts joined).
-fn agui_texts(messages: &Value) -> Vec<(String, String)> {
-    messages
-        .as_array()
-        .unwrap_or_else(|| panic!("AG-UI messages must be an array: {messages}"))
-        .iter()
-        .map(|m| {
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
-            (m["role"].as_str().unwrap_or_default().to_owned(), text)
-        })
-        .collect()
 }
 
 /// The AG-UI events of a run answering `request`, with its `threadId`/`runId`: `RUN_STARTED`,

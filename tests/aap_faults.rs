@@ -34,12 +34,12 @@ use std::{net::SocketAddr, time::Duration};
 use serde_json::{json, Value};
 use support::{
     aap::{
-        assert_no_dangling_tool_use, assistant_text, content_text, event_names, roles,
+        agui_texts, assert_no_dangling_tool_use, assistant_text, content_text, event_names, roles,
         spawn_with_config, stop_reason, tool_message, tool_spec, tool_uses, user_turn,
         wait_for_event, AapClient, Reply, CONFIRM_TOOL,
     },
     random::Rng,
-    Conn, Gateway, RecordedRequest, Response, Script, ScriptedUpstream, Step, PATIENCE,
+    text, Conn, Gateway, RecordedRequest, Response, Script, ScriptedUpstream, Step, PATIENCE,
 };
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -101,27 +101,6 @@ fn body_of(request: &RecordedRequest) -> Value {
     serde_json::from_slice(&request.body).unwrap_or(Value::Null)
 }
 
-/// `(role, text)` of each AG-UI message (string content, or its text parts joined).
-fn agui_texts(messages: &Value) -> Vec<(String, String)> {
-    messages
-        .as_array()
-        .unwrap_or_else(|| panic!("AG-UI messages must be an array: {messages}"))
-        .iter()
-        .map(|m| {
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
-            (m["role"].as_str().unwrap_or_default().to_owned(), text)
-        })
-        .collect()
-}
-
 /// The text of the last user message of an AG-UI request body ("" when there is none).
 fn last_user_text(body: &Value) -> String {
     let Some(messages) = body["messages"].as_array() else {
@@ -169,21 +148,9 @@ fn interrupted(body: &Value, interrupts: Value) -> Value {
     event
 }
 
-fn text_start(id: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
-}
-
-fn text_content(id: &str, delta: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta})
-}
-
-fn text_end(id: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_END", "messageId": id})
-}
-
 /// One whole text message.
 fn text_message(id: &str, text: &str) -> [Value; 3] {
-    [text_start(id), text_content(id, text), text_end(id)]
+    [text::start(id), text::content(id, text), text::end(id)]
 }
 
 /// One whole tool call (START, one ARGS per chunk, END).
@@ -296,19 +263,19 @@ fn fault_script(fault: Fault, request: &RecordedRequest) -> Script {
     let body = body_of(request);
     let prefix = [
         run_started(&body),
-        text_start("f.m0"),
-        text_content("f.m0", PARTIAL),
+        text::start("f.m0"),
+        text::content("f.m0", PARTIAL),
     ];
     match fault {
         Fault::IdleTimeout => Script::sse_json(&prefix).stall(),
         Fault::Malformed => Script::sse_json(&prefix)
             .bytes("data: not json\n\n")
-            .event_json(&text_content("f.m0", " after"))
-            .event_json(&text_end("f.m0"))
+            .event_json(&text::content("f.m0", " after"))
+            .event_json(&text::end("f.m0"))
             .event_json(&run_finished(&body)),
         Fault::Oversized => Script::sse_json(&prefix)
-            .event_json(&text_content("f.m0", &"b".repeat(20_000)))
-            .event_json(&text_end("f.m0"))
+            .event_json(&text::content("f.m0", &"b".repeat(20_000)))
+            .event_json(&text::end("f.m0"))
             .event_json(&run_finished(&body)),
         Fault::RunError => {
             let mut events = vec![run_started(&body)];
@@ -322,8 +289,8 @@ fn fault_script(fault: Fault, request: &RecordedRequest) -> Script {
             events.push(json!({"type": "TOOL_CALL_RESULT", "messageId": "f.t0",
                                "toolCallId": "call_lookup", "content": "found it",
                                "role": "tool"}));
-            events.push(text_start("f.m1"));
-            events.push(text_content("f.m1", PARTIAL));
+            events.push(text::start("f.m1"));
+            events.push(text::content("f.m1", PARTIAL));
             events.push(
                 json!({"type": "RUN_ERROR", "message": "the model crashed", "code": "MODEL_ERROR"}),
             );
@@ -619,14 +586,14 @@ async fn a_client_that_leaves_mid_stream_cancels_the_upstream_and_frees_the_sess
             return ack_script(request);
         }
         let body = body_of(request);
-        let mut script = Script::sse_json(&[run_started(&body), text_start("s.m0")]);
+        let mut script = Script::sse_json(&[run_started(&body), text::start("s.m0")]);
         for i in 0..200 {
             script = script
-                .event_json(&text_content("s.m0", &format!("{i} ")))
+                .event_json(&text::content("s.m0", &format!("{i} ")))
                 .step(Step::Sleep(Duration::from_millis(100)));
         }
         script
-            .event_json(&text_end("s.m0"))
+            .event_json(&text::end("s.m0"))
             .event_json(&run_finished(&body))
     })
     .await;
@@ -680,14 +647,14 @@ async fn a_client_that_leaves_a_none_mode_turn_cancels_the_upstream_and_frees_th
             return ack_script(request);
         }
         let body = body_of(request);
-        let mut script = Script::sse_json(&[run_started(&body), text_start("s.m0")]);
+        let mut script = Script::sse_json(&[run_started(&body), text::start("s.m0")]);
         for i in 0..300 {
             script = script
-                .event_json(&text_content("s.m0", &format!("{i} ")))
+                .event_json(&text::content("s.m0", &format!("{i} ")))
                 .step(Step::Sleep(Duration::from_millis(100)));
         }
         script
-            .event_json(&text_end("s.m0"))
+            .event_json(&text::end("s.m0"))
             .event_json(&run_finished(&body))
     })
     .await;

@@ -6,7 +6,7 @@ mod support;
 use serde_json::{json, Value};
 use support::{
     assert_json_subset, assert_prefix_then_terminal, assert_run_envelope, assert_run_error,
-    client::BodyEnd, event_types, run_input, send, Conn, Gateway, Request, Script,
+    client::BodyEnd, event_types, run_input, send, text, Conn, Gateway, Request, Script,
     ScriptedUpstream, SseItem, PATIENCE,
 };
 
@@ -21,26 +21,14 @@ fn run_finished() -> Value {
     json!({"type": "RUN_FINISHED", "threadId": THREAD, "runId": RUN})
 }
 
-fn text_start(id: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
-}
-
-fn text_content(id: &str, delta: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta})
-}
-
-fn text_end(id: &str) -> Value {
-    json!({"type": "TEXT_MESSAGE_END", "messageId": id})
-}
-
 /// A complete, self-contained prefix: nothing is left open when the fault happens.
 fn complete_prefix() -> Vec<Value> {
     vec![
         run_started(),
-        text_start("m1"),
-        text_content("m1", "Hello"),
-        text_content("m1", ", world"),
-        text_end("m1"),
+        text::start("m1"),
+        text::content("m1", "Hello"),
+        text::content("m1", ", world"),
+        text::end("m1"),
     ]
 }
 
@@ -143,14 +131,14 @@ async fn upstream_idle_timeout_closes_the_upstream_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_timeout_measures_gaps_not_total_time() {
     // 15 events 200 ms apart (3 s in all) under a 2 s idle timeout: no gap comes close.
-    let mut script = Script::sse_json(&[run_started(), text_start("m1")]);
-    let mut expected = vec![run_started(), text_start("m1")];
+    let mut script = Script::sse_json(&[run_started(), text::start("m1")]);
+    let mut expected = vec![run_started(), text::start("m1")];
     for i in 0..15 {
-        let ev = text_content("m1", &format!("{i} "));
+        let ev = text::content("m1", &format!("{i} "));
         script = script.sleep_ms(200).event_json(&ev);
         expected.push(ev);
     }
-    let tail = [text_end("m1"), run_finished()];
+    let tail = [text::end("m1"), run_finished()];
     script = script.events_json(&tail);
     expected.extend(tail);
     let upstream = ScriptedUpstream::with_script(script).await;
@@ -199,9 +187,9 @@ async fn non_json_data_ends_with_upstream_malformed() {
     let script = Script::sse_json(&prefix)
         .bytes("data: not json\n\n")
         .events_json(&[
-            text_start("m2"),
-            text_content("m2", "after"),
-            text_end("m2"),
+            text::start("m2"),
+            text::content("m2", "after"),
+            text::end("m2"),
         ])
         .event_json(&run_finished());
     let upstream = ScriptedUpstream::with_script(script).await;
@@ -218,10 +206,10 @@ async fn non_json_data_ends_with_upstream_malformed() {
 async fn oversized_event_ends_with_upstream_event_too_large() {
     // A 1000-byte delta fits in 4096; a 20 000-byte one does not.
     let mut prefix = complete_prefix();
-    prefix.insert(4, text_content("m1", &"a".repeat(1000)));
+    prefix.insert(4, text::content("m1", &"a".repeat(1000)));
     let script = Script::sse_json(&prefix)
-        .event_json(&text_content("m1", &"b".repeat(20_000)))
-        .events_json(&[text_end("m1"), run_finished()]);
+        .event_json(&text::content("m1", &"b".repeat(20_000)))
+        .events_json(&[text::end("m1"), run_finished()]);
     let upstream = ScriptedUpstream::with_script(script).await;
     let gateway = Gateway::agui(&upstream.url("/agent"), &["--max-event-bytes", "4096"]);
 
@@ -256,9 +244,9 @@ async fn oversized_unterminated_event_is_rejected_without_waiting_for_its_end() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_fill_upstream_silence() {
-    let script = Script::sse_json(&[run_started(), text_start("m1")])
+    let script = Script::sse_json(&[run_started(), text::start("m1")])
         .sleep_ms(800)
-        .events_json(&[text_content("m1", "late"), text_end("m1"), run_finished()]);
+        .events_json(&[text::content("m1", "late"), text::end("m1"), run_finished()]);
     let upstream = ScriptedUpstream::with_script(script).await;
     let gateway = Gateway::agui(&upstream.url("/agent"), &["--heartbeat-interval", "100ms"]);
 
@@ -318,10 +306,10 @@ async fn heartbeats_fill_upstream_silence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnect_mid_stream_closes_the_upstream_connection() {
     // The upstream keeps trickling events for ~20 s; the client leaves after three.
-    let mut script = Script::sse_json(&[run_started(), text_start("m1")]);
+    let mut script = Script::sse_json(&[run_started(), text::start("m1")]);
     for i in 0..200 {
         script = script
-            .event_json(&text_content("m1", &format!("{i} ")))
+            .event_json(&text::content("m1", &format!("{i} ")))
             .sleep_ms(100);
     }
     let upstream = ScriptedUpstream::with_script(script).await;
@@ -353,7 +341,7 @@ async fn client_disconnect_mid_stream_closes_the_upstream_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnect_while_upstream_stalls_closes_the_upstream_connection() {
-    let script = Script::sse_json(&[run_started(), text_start("m1")]).stall();
+    let script = Script::sse_json(&[run_started(), text::start("m1")]).stall();
     let upstream = ScriptedUpstream::with_script(script).await;
     let gateway = Gateway::agui(&upstream.url("/agent"), &[]);
 

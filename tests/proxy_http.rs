@@ -232,26 +232,6 @@ async fn success_response_headers() {
     assert_eq!(response.body_end(), Some(&BodyEnd::Clean));
 }
 
-/// True if `json` has no whitespace outside string literals.
-fn is_compact_json(json: &str) -> bool {
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c.is_whitespace() {
-            return false;
-        }
-    }
-    true
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_framing_is_ok_comment_then_lf_data_frames_and_pings() {
     // Upstream JSON has spaces and there is a 600 ms pause: the gateway output must still be
@@ -296,7 +276,10 @@ async fn body_framing_is_ok_comment_then_lf_data_frames_and_pings() {
                 .strip_prefix("data: ")
                 .unwrap_or_else(|| panic!("frame {i} is neither `data: ` nor `: ping`: {frame:?}"));
             assert!(!json.contains('\n'), "one data line per event: {frame:?}");
-            assert!(is_compact_json(json), "compact JSON expected: {json}");
+            assert!(
+                support::is_compact_json(json),
+                "compact JSON expected: {json}"
+            );
             let value: Value =
                 serde_json::from_str(json).unwrap_or_else(|e| panic!("frame {i}: {e}: {json}"));
             assert!(value["type"].is_string(), "event without type: {json}");

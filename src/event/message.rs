@@ -17,6 +17,17 @@ pub enum Message {
 }
 
 impl Message {
+    pub fn id(&self) -> &str {
+        match self {
+            Message::Developer(m) | Message::System(m) => &m.id,
+            Message::Assistant(m) => &m.id,
+            Message::User(m) => &m.id,
+            Message::Tool(m) => &m.id,
+            Message::Activity(m) => &m.id,
+            Message::Reasoning(m) => &m.id,
+        }
+    }
+
     /// Unknown fields of the message.
     pub fn extra(&self) -> &Map<String, Value> {
         match self {

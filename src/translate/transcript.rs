@@ -214,12 +214,14 @@ impl Transcript {
             Event::StateSnapshot(e) => self.state = Some(e.snapshot.clone()),
             Event::StateDelta(e) => self.patch_state(&e.delta),
             Event::MessagesSnapshot(e) => {
-                let before: std::collections::HashSet<&str> =
-                    self.messages[..self.prior].iter().map(message_id).collect();
+                let before: std::collections::HashSet<&str> = self.messages[..self.prior]
+                    .iter()
+                    .map(Message::id)
+                    .collect();
                 let prior = e
                     .messages
                     .iter()
-                    .take_while(|m| before.contains(message_id(m)))
+                    .take_while(|m| before.contains(m.id()))
                     .count();
                 self.messages = e.messages.clone();
                 self.prior = prior;
@@ -282,7 +284,7 @@ impl Transcript {
 
     fn push(&mut self, message: Message) {
         self.index
-            .insert(message_id(&message).to_owned(), self.messages.len());
+            .insert(message.id().to_owned(), self.messages.len());
         self.messages.push(message);
     }
 
@@ -359,7 +361,7 @@ impl Transcript {
         self.index = self.messages[self.prior..]
             .iter()
             .enumerate()
-            .map(|(i, m)| (message_id(m).to_owned(), self.prior + i))
+            .map(|(i, m)| (m.id().to_owned(), self.prior + i))
             .collect();
     }
 }
@@ -383,17 +385,6 @@ fn remove_calls(messages: &mut Vec<Message>, ids: &HashSet<String>) {
         !matches!(m, Message::Assistant(a)
             if a.content.as_deref().is_none_or(str::is_empty) && a.tool_calls.is_none())
     });
-}
-
-pub fn message_id(m: &Message) -> &str {
-    match m {
-        Message::Developer(m) | Message::System(m) => &m.id,
-        Message::Assistant(m) => &m.id,
-        Message::User(m) => &m.id,
-        Message::Tool(m) => &m.id,
-        Message::Activity(m) => &m.id,
-        Message::Reasoning(m) => &m.id,
-    }
 }
 
 /// The size a content value adds to a history.
@@ -458,7 +449,7 @@ mod tests {
     }
 
     fn ids(messages: &[Message]) -> Vec<&str> {
-        messages.iter().map(message_id).collect()
+        messages.iter().map(Message::id).collect()
     }
 
     fn step() -> serde_json::Value {

@@ -387,7 +387,7 @@ fn bad_stream(body: &str, why: String) -> ! {
 /// One event's data, checked against its name (`aap.md` §3.3); `body` is the whole stream, for
 /// the failure message.
 fn parse_event(name: &str, data: &str, body: &str) -> (String, Value) {
-    if !is_compact(data) {
+    if !super::is_compact_json(data) {
         bad_stream(body, format!("{name}: data is not compact JSON: {data}"));
     }
     let value: Value = serde_json::from_str(data)
@@ -425,26 +425,6 @@ fn parse_event(name: &str, data: &str, body: &str) -> (String, Value) {
         );
     }
     (name.to_owned(), value)
-}
-
-/// Whether `json` has no whitespace outside its string literals.
-fn is_compact(json: &str) -> bool {
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c.is_whitespace() {
-            return false;
-        }
-    }
-    true
 }
 
 /// Rebuilds `(stopReason, messages)` from a turn's events as the reference SDK's
@@ -696,4 +676,25 @@ pub fn object(value: &Value) -> &Map<String, Value> {
     value
         .as_object()
         .unwrap_or_else(|| panic!("expected a JSON object, got {value}"))
+}
+
+/// `(role, text)` of each AG-UI message (string content, or its text parts joined).
+pub fn agui_texts(messages: &Value) -> Vec<(String, String)> {
+    messages
+        .as_array()
+        .unwrap_or_else(|| panic!("AG-UI messages must be an array: {messages}"))
+        .iter()
+        .map(|m| {
+            let text = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap_or_default().to_owned(), text)
+        })
+        .collect()
 }

@@ -207,3 +207,40 @@ pub fn fixture_inputs(dir: &str) -> Vec<std::path::PathBuf> {
     );
     cases
 }
+
+/// True if `json` has no whitespace outside string literals.
+pub fn is_compact_json(json: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c.is_whitespace() {
+            return false;
+        }
+    }
+    true
+}
+
+/// AG-UI text-message events, for scripted upstreams.
+pub mod text {
+    use serde_json::{json, Value};
+
+    pub fn start(id: &str) -> Value {
+        json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
+    }
+
+    pub fn content(id: &str, delta: &str) -> Value {
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta})
+    }
+
+    pub fn end(id: &str) -> Value {
+        json!({"type": "TEXT_MESSAGE_END", "messageId": id})
+    }
+}
