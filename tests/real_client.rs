@@ -31,7 +31,8 @@ use std::{
 
 use serde_json::{json, Value};
 use support::node::{node_script, provision_node};
-use support::process::{run_command, succeed, INSTALL_PATIENCE};
+use support::process::run_command;
+use support::python::{provision_python, python};
 use support::{event_types, Gateway, Script, ScriptedUpstream};
 
 /// Outer limit for one validator process; `run-agent.mjs` also gets `--timeout` per run. Only the
@@ -46,10 +47,6 @@ const FIXTURE_WORKERS: usize = 2;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> PathBuf {
-    root().join("target/pyenv/bin/python")
 }
 
 /// A fresh scratch directory `target/real-client/<name>/` (stale captures removed).
@@ -71,44 +68,6 @@ fn provision() {
     });
     if let Err(problem) = result {
         panic!("real-client validators are not installed and installing them failed:\n{problem}");
-    }
-}
-
-fn provision_python() -> Result<(), String> {
-    let importable = || {
-        let mut check = Command::new(python());
-        check.args(["-c", "import ag_ui.core, pydantic"]);
-        run_command(&mut check, Duration::from_secs(60)).is_ok_and(|ran| ran.success)
-    };
-    if python().is_file() && importable() {
-        return Ok(());
-    }
-    if !python().is_file() {
-        let mut venv = Command::new("python3");
-        venv.args(["-m", "venv", "--clear"])
-            .arg(root().join("target/pyenv"))
-            .current_dir(root());
-        succeed(&mut venv, INSTALL_PATIENCE)?;
-    }
-    let mut pip = Command::new(python());
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "-r",
-    ])
-    .arg(root().join("tests/python/requirements.txt"))
-    .current_dir(root());
-    succeed(&mut pip, INSTALL_PATIENCE)?;
-    if importable() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} still cannot `import ag_ui.core` after pip install",
-            python().display()
-        ))
     }
 }
 

@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod hai;
 pub mod node;
 pub mod process;
+pub mod python;
 pub mod random;
 pub mod upstream;
 
