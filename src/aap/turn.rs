@@ -63,17 +63,17 @@ pub(super) async fn turn(
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let (parts, body) = request.into_parts();
-    let session = face
+    let config = face
         .store
-        .get(id)
-        .filter(|s| s.config.face == face.prefix)
+        .config(id)
+        .filter(|c| c.face == face.prefix)
         .ok_or_else(|| no_session(id))?;
-    let (route, agent) = face.agent(&session.config.agent).ok_or_else(|| {
+    let (route, agent) = face.agent(&config.agent).ok_or_else(|| {
         Failure::new(
             ErrorCode::NotFound,
             format!(
                 "the agent {:?} of this session is no longer served",
-                session.config.agent
+                config.agent
             ),
         )
     })?;

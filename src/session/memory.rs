@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::{Session, SessionLimits, Store, StoreError, TurnCommit};
+use super::{Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit};
 
 #[derive(Debug)]
 struct Entry {
@@ -75,6 +75,11 @@ impl Store for MemoryStore {
         Some(entry.session.clone())
     }
 
+    fn config(&self, id: &str) -> Option<SessionConfig> {
+        let entry = self.sessions.get(id)?;
+        (!self.idle(&entry, Instant::now())).then(|| entry.session.config.clone())
+    }
+
     fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool) {
         self.sweep();
         let mut ids: Vec<String> = self
@@ -134,7 +139,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::session::{new_session_id, SessionConfig, TurnLease};
+    use crate::session::{new_session_id, TurnLease};
 
     /// Creates a session of `face` and returns its id.
     fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {

@@ -104,6 +104,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn create(&self, session: Session) -> Result<(), StoreError>;
     /// The whole session.
     fn get(&self, id: &str) -> Option<Session>;
+    /// A session's configuration alone (no history).
+    fn config(&self, id: &str) -> Option<SessionConfig>;
     /// Sessions of `face` with an id after `after`, in id order; at most `limit`, and whether
     /// more follow.
     fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool);
