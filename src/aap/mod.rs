@@ -62,6 +62,17 @@ impl<'a> Face<'a> {
             .find_map(|r| r.aap.as_ref().filter(|a| a.name == name).map(|a| (*r, a)))
     }
 
+    /// The configuration of session `id`, when this face holds it (404 otherwise).
+    pub(crate) fn session_config(
+        &self,
+        id: &str,
+    ) -> Result<crate::session::SessionConfig, Failure> {
+        self.store
+            .config(id)
+            .filter(|c| c.face == self.prefix)
+            .ok_or_else(|| no_session(id))
+    }
+
     fn keys(&self) -> impl Iterator<Item = &str> {
         self.routes
             .iter()

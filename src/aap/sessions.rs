@@ -114,10 +114,7 @@ pub(super) fn get(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, F
 
 /// `DELETE /sessions/:id` → 204.
 pub(super) fn delete(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
-    face.store
-        .config(id)
-        .filter(|c| c.face == face.prefix)
-        .ok_or_else(|| no_session(id))?;
+    face.session_config(id)?;
     if !face.store.delete(id) {
         return Err(no_session(id));
     }

@@ -20,11 +20,11 @@ use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use super::sessions::{client_tools, merge_options, server_tools, store_failure};
-use super::{error_response, invalid, no_session, parse_body, Face};
+use super::{error_response, invalid, parse_body, Face};
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::history::{content_from_aap, tool_message};
 use crate::dialect::aap::types::{AapMessage, OptionKind, StopReason, StreamMode, TurnRequest};
-use crate::dialect::aap::{is_synthetic, Pending, PendingKind, TurnOptions};
+use crate::dialect::aap::{is_synthetic, Pending, PendingKind, TurnOptions, TURN_START_FRAME};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
     Message, MessageContent, ResumeEntry, RunAgentInput, Tool, UserMessage, PROTOCOL_VERSION,
@@ -33,7 +33,7 @@ use crate::proxy::{Gateway, ResponseBody};
 use crate::session::{Session, SessionConfig, TurnCommit, TurnLease};
 use crate::translate::confirm::permission_resume;
 use crate::translate::pipeline::AapTurn;
-use crate::translate::transcript::history_bytes;
+use crate::translate::transcript::{history_bytes, remove_calls};
 use crate::translate::{IdMint, Pipeline};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
@@ -63,11 +63,7 @@ pub(super) async fn turn(
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let (parts, body) = request.into_parts();
-    let config = face
-        .store
-        .config(id)
-        .filter(|c| c.face == face.prefix)
-        .ok_or_else(|| no_session(id))?;
+    let config = face.session_config(id)?;
     let (route, agent) = face.agent(&config.agent).ok_or_else(|| {
         Failure::new(
             ErrorCode::NotFound,
@@ -361,25 +357,8 @@ fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
     if made_up.is_empty() {
         return None;
     }
-    let synthetic = |id: &str| made_up.contains(id);
-    let filtered = history
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool(t) if synthetic(&t.tool_call_id) => None,
-            Message::Assistant(a) if a.tool_calls.iter().flatten().any(|c| synthetic(&c.id)) => {
-                let mut a = a.clone();
-                if let Some(calls) = &mut a.tool_calls {
-                    calls.retain(|c| !synthetic(&c.id));
-                }
-                if a.tool_calls.as_ref().is_some_and(Vec::is_empty) {
-                    a.tool_calls = None;
-                }
-                (a.tool_calls.is_some() || a.content.as_deref().is_some_and(|c| !c.is_empty()))
-                    .then_some(Message::Assistant(a))
-            }
-            other => Some(other.clone()),
-        })
-        .collect();
+    let mut filtered = history.to_vec();
+    remove_calls(&mut filtered, |id| made_up.contains(id));
     Some(filtered)
 }
 
@@ -406,12 +385,8 @@ async fn run(
     if route.aap.as_ref().is_some_and(|a| !a.api_keys.is_empty()) {
         headers.remove(header::AUTHORIZATION);
     }
-    let opened = {
-        let _entered = span.enter();
-        tracing::debug!(messages = input.messages.len(), "turn starts");
-        drop(_entered);
-        gateway.open_upstream(route, &headers, &input).await
-    };
+    span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
+    let opened = gateway.open_upstream(route, &headers, &input).await;
     let (upstream, framing) = match opened {
         Ok(opened) => opened,
         Err(failure) => {
@@ -478,9 +453,9 @@ async fn run(
 
 /// A stream that failed before the upstream produced anything: `turn_start`, `turn_stop error`.
 fn failed_stream() -> Response<ResponseBody> {
-    let body = bytes::Bytes::from_static(
-        b"event: turn_start\ndata: {}\n\nevent: turn_stop\ndata: {\"stopReason\":\"error\"}\n\n",
-    );
+    let mut body = bytes::BytesMut::from(TURN_START_FRAME);
+    body.extend_from_slice(b"event: turn_stop\ndata: {\"stopReason\":\"error\"}\n\n");
+    let body = body.freeze();
     let mut response = Response::new(Either::Right(Full::new(body)));
     crate::proxy::sse_headers(response.headers_mut());
     response

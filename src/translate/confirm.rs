@@ -196,23 +196,8 @@ pub fn answers_to_resume(input: &mut RunAgentInput) -> bool {
     if resume.is_empty() {
         return false;
     }
-    for message in &mut input.messages {
-        if let Message::Assistant(assistant) = message {
-            if let Some(calls) = &mut assistant.tool_calls {
-                calls.retain(|c| !c.id.starts_with(INTERRUPT_PREFIX));
-                if calls.is_empty() {
-                    assistant.tool_calls = None;
-                }
-            }
-        }
-    }
-    // An assistant message that only carried confirm calls is now empty: drop it.
-    input.messages.retain(|m| match m {
-        Message::Assistant(a) => {
-            a.tool_calls.is_some() || a.content.as_deref().is_some_and(|c| !c.is_empty())
-        }
-        _ => true,
-    });
+    // The synthetic calls leave too, with any assistant message that only carried them.
+    super::transcript::remove_calls(&mut input.messages, |id| id.starts_with(INTERRUPT_PREFIX));
     input.resume.get_or_insert_with(Vec::new).extend(resume);
     true
 }

@@ -230,14 +230,6 @@ impl Pipeline {
         }
     }
 
-    /// The AAP writer, when the client speaks AAP: its transcript and stop.
-    pub fn aap(&self) -> Option<&AapWriter> {
-        match &self.writer {
-            Writer::Aap(w) => Some(w),
-            _ => None,
-        }
-    }
-
     /// The AAP writer, to take its results once the run is over.
     pub fn aap_mut(&mut self) -> Option<&mut AapWriter> {
         match &mut self.writer {

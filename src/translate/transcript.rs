@@ -240,7 +240,7 @@ impl Transcript {
             return;
         }
         let mut tail = self.messages.split_off(self.prior);
-        remove_calls(&mut tail, &unresolved);
+        remove_calls(&mut tail, |id| unresolved.contains(id));
         self.messages.extend(tail);
         self.calls.retain(|c| c.resolved);
         self.reindex();
@@ -249,7 +249,10 @@ impl Transcript {
     /// What the run produced, less its calls left without a result.
     pub fn generated_resolved(&self) -> Vec<Message> {
         let mut generated = self.generated().to_vec();
-        remove_calls(&mut generated, &self.unresolved());
+        let unresolved = self.unresolved();
+        if !unresolved.is_empty() {
+            remove_calls(&mut generated, |id| unresolved.contains(id));
+        }
         generated
     }
 
@@ -366,24 +369,25 @@ impl Transcript {
     }
 }
 
-/// Removes the calls `ids` from `messages`, and the assistant messages left empty.
-fn remove_calls(messages: &mut Vec<Message>, ids: &HashSet<String>) {
-    if ids.is_empty() {
-        return;
-    }
+/// Removes from `messages` the tool calls whose id is `doomed`, the tool messages answering
+/// them, and the assistant messages left empty.
+pub fn remove_calls(messages: &mut Vec<Message>, doomed: impl Fn(&str) -> bool) {
     for m in messages.iter_mut() {
         if let Message::Assistant(a) = m {
             if let Some(calls) = &mut a.tool_calls {
-                calls.retain(|c| !ids.contains(&c.id));
+                calls.retain(|c| !doomed(&c.id));
                 if calls.is_empty() {
                     a.tool_calls = None;
                 }
             }
         }
     }
-    messages.retain(|m| {
-        !matches!(m, Message::Assistant(a)
-            if a.content.as_deref().is_none_or(str::is_empty) && a.tool_calls.is_none())
+    messages.retain(|m| match m {
+        Message::Assistant(a) => {
+            a.tool_calls.is_some() || a.content.as_deref().is_some_and(|c| !c.is_empty())
+        }
+        Message::Tool(t) => !doomed(&t.tool_call_id),
+        _ => true,
     });
 }
 

@@ -15,7 +15,7 @@ mod write;
 
 pub use write::{
     call_view, is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TurnStop,
-    INTERRUPT_CALL_PREFIX,
+    INTERRUPT_CALL_PREFIX, TURN_START_FRAME,
 };
 
 /// The protocol version the gateway speaks (`GET /meta` → `version`).

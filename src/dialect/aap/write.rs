@@ -75,6 +75,9 @@ pub struct TurnStop {
     pub pending: Vec<Pending>,
 }
 
+/// The first frame of every streamed turn.
+pub const TURN_START_FRAME: &[u8] = b"event: turn_start\ndata: {}\n\n";
+
 /// Prefix of a synthetic call standing for an interrupt without a tool call (§2.2).
 pub const INTERRUPT_CALL_PREFIX: &str = "intr:";
 
@@ -114,7 +117,7 @@ impl AapWriter {
     pub fn opening(&self) -> Option<&'static [u8]> {
         match self.options.mode {
             StreamMode::None => None,
-            _ => Some(b"event: turn_start\ndata: {}\n\n"),
+            _ => Some(TURN_START_FRAME),
         }
     }
 
@@ -493,20 +496,17 @@ impl Lane {
     /// The run ended with messages still open (an error cuts them): what the client has not
     /// seen of them is written, so every mode shows the same text.
     fn flush(&mut self, transcript: &Transcript, mode: StreamMode, kind: Kind, out: &mut BytesMut) {
-        let live = self.live.take();
-        if mode == StreamMode::Message {
-            if let Some(id) = &live {
-                write_whole(out, kind, transcript.text_of(id));
-            }
-        }
-        for (id, ended) in self.waiting.drain(..) {
-            if !ended || mode == StreamMode::Delta {
-                match mode {
-                    StreamMode::Delta => {
-                        write_delta(out, kind.event(mode), transcript.text_of(&id))
-                    }
-                    _ => write_whole(out, kind, transcript.text_of(&id)),
-                }
+        // The live message streamed its deltas already; in `message` mode it was never shown.
+        // Waiting messages were never shown in either mode (`message` mode removes them at
+        // their end).
+        let live = self.live.take().filter(|_| mode == StreamMode::Message);
+        for id in live
+            .into_iter()
+            .chain(self.waiting.drain(..).map(|(id, _)| id))
+        {
+            match mode {
+                StreamMode::Delta => write_delta(out, kind.event(mode), transcript.text_of(&id)),
+                _ => write_whole(out, kind, transcript.text_of(&id)),
             }
         }
     }
