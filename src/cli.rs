@@ -243,8 +243,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let server = crate::proxy::Server::new(config, listener, shared);
     announce(addr, admin.as_ref().map(|(a, _)| *a))?;
-    crate::proxy::serve(config, listener, shared, shutdown_signal()).await?;
+    server.run(shutdown_signal()).await?;
     if let Some((_, task)) = admin {
         task.abort();
     }

@@ -100,98 +100,123 @@ impl Default for Shared {
     }
 }
 
-/// Serves `config` on `listener` until `shutdown` resolves, then stops accepting and lets open
-/// connections finish for up to `config.drain_timeout`.
-pub async fn serve(
-    config: Config,
+/// A gateway built from its configuration, ready to accept on its listener.
+///
+/// Building and running are two steps so that readiness (`/ready`) is true before the process
+/// announces its address: whoever reads the announcement finds the gateway ready.
+pub struct Server {
+    gateway: Arc<Gateway>,
     listener: TcpListener,
     shared: Shared,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    let clients = config
-        .routes
-        .iter()
-        .map(|r| {
-            (
-                r.limits.connect_timeout,
-                UpstreamClient::new(r.limits.connect_timeout),
-            )
-        })
-        .collect();
-    let drain_timeout = config.drain_timeout;
-    let stall_timeout = config.stall_timeout;
-    let (drain_tx, draining) = tokio::sync::watch::channel(false);
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.sessions));
-    let gateway = Arc::new(Gateway {
-        clients,
-        store,
-        config,
-        draining,
-        metrics: Arc::clone(&shared.metrics),
-    });
-    shared.ready.store(true, Ordering::SeqCst);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex.
-    let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    protocols.http1().timer(TokioTimer::new());
-    protocols.http2().timer(TokioTimer::new());
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    // Per-connection failures (reset before accept, fd pressure) must not stop
-                    // the server; back off briefly so a persistent one cannot spin.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let gateway = Arc::clone(&gateway);
-        let service = service_fn(move |request| {
-            let gateway = Arc::clone(&gateway);
-            async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+    drain_tx: tokio::sync::watch::Sender<bool>,
+}
+
+impl Server {
+    /// Builds the gateway for `config` and marks it ready; connections queue on `listener`
+    /// until [`Server::run`].
+    pub fn new(config: Config, listener: TcpListener, shared: Shared) -> Server {
+        let clients = config
+            .routes
+            .iter()
+            .map(|r| {
+                (
+                    r.limits.connect_timeout,
+                    UpstreamClient::new(r.limits.connect_timeout),
+                )
+            })
+            .collect();
+        let (drain_tx, draining) = tokio::sync::watch::channel(false);
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.sessions));
+        let gateway = Arc::new(Gateway {
+            clients,
+            store,
+            config,
+            draining,
+            metrics: Arc::clone(&shared.metrics),
         });
-        let connection = protocols
-            .serve_connection(
-                TokioIo::new(StallGuard::new(stream, stall_timeout)),
-                service,
-            )
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(
-            async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "connection ended with an error");
+        shared.ready.store(true, Ordering::SeqCst);
+        Server {
+            gateway,
+            listener,
+            shared,
+            drain_tx,
+        }
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting and lets open connections finish
+    /// for up to the configured drain timeout.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let Server {
+            gateway,
+            listener,
+            shared,
+            drain_tx,
+        } = self;
+        let drain_timeout = gateway.config.drain_timeout;
+        let stall_timeout = gateway.config.stall_timeout;
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex.
+        let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        protocols.http1().timer(TokioTimer::new());
+        protocols.http2().timer(TokioTimer::new());
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        // Per-connection failures (reset before accept, fd pressure) must not stop
+                        // the server; back off briefly so a persistent one cannot spin.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let gateway = Arc::clone(&gateway);
+            let service = service_fn(move |request| {
+                let gateway = Arc::clone(&gateway);
+                async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+            });
+            let connection = protocols
+                .serve_connection(
+                    TokioIo::new(StallGuard::new(stream, stall_timeout)),
+                    service,
+                )
+                .into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(
+                async move {
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%error, "connection ended with an error");
+                    }
                 }
-            }
-            .instrument(tracing::debug_span!("conn", client.addr = %peer)),
+                .instrument(tracing::debug_span!("conn", client.addr = %peer)),
+            );
+        }
+        shared.ready.store(false, Ordering::SeqCst);
+        tracing::info!(
+            drain_timeout_s = drain_timeout.as_secs_f64(),
+            "shutting down: draining open streams"
         );
+        let drained = graceful.shutdown();
+        tokio::pin!(drained);
+        if tokio::time::timeout(drain_timeout, &mut drained)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "drain deadline reached; ending the remaining streams with GATEWAY_SHUTDOWN"
+            );
+            let _ = drain_tx.send(true);
+            // The terminal events are written at once; the connections then close, which resolves
+            // `drained`. The bound only guards against a client that stopped reading.
+            let _ = tokio::time::timeout(Duration::from_secs(10), drained).await;
+        }
+        Ok(())
     }
-    shared.ready.store(false, Ordering::SeqCst);
-    tracing::info!(
-        drain_timeout_s = drain_timeout.as_secs_f64(),
-        "shutting down: draining open streams"
-    );
-    let drained = graceful.shutdown();
-    tokio::pin!(drained);
-    if tokio::time::timeout(drain_timeout, &mut drained)
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "drain deadline reached; ending the remaining streams with GATEWAY_SHUTDOWN"
-        );
-        let _ = drain_tx.send(true);
-        // The terminal events are written at once; the connections then close, which resolves
-        // `drained`. The bound only guards against a client that stopped reading.
-        let _ = tokio::time::timeout(Duration::from_secs(10), drained).await;
-    }
-    Ok(())
 }
 
 impl Gateway {
@@ -314,7 +339,7 @@ impl Gateway {
         let response = self
             .clients
             .get(&route.limits.connect_timeout)
-            .expect("serve() builds a client for every route's connect timeout")
+            .expect("Server::new builds a client for every route's connect timeout")
             .post(
                 uri,
                 headers,
