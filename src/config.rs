@@ -10,7 +10,9 @@ use http::Uri;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::dialect::aap::types::{AgentOption, OptionKind, ToolSpec};
+use crate::dialect::aap::read::LimitStops;
+use crate::dialect::aap::types::{AgentOption, OptionKind, ServerToolRef, ToolSpec};
+use crate::dialect::aap::upstream::{HitlStyle, StreamChoice, Unconfirmable};
 use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
@@ -65,6 +67,51 @@ pub struct Route {
     pub hai: HaiOptions,
     /// The agent an AAP face serves (`[routes.aap]`); set exactly when `client` is AAP.
     pub aap: Option<AapAgent>,
+    /// How runs reach an AAP agent (`[routes.aap_upstream]`); set exactly when
+    /// `upstream_dialect` is AAP.
+    pub aap_upstream: Option<AapUpstream>,
+}
+
+/// The gateway as an AAP client (`[routes.aap_upstream]`, `translation.md` §4.3–4.4, §6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AapUpstream {
+    /// The agent to run; else the run's `forwardedProps.aap.agent`, else the only one listed.
+    pub agent: Option<String>,
+    pub stream_mode: StreamChoice,
+    pub hitl: HitlStyle,
+    pub confirm_tool: String,
+    pub unconfirmable: Unconfirmable,
+    /// An edited history starts a new session (`fork`) rather than failing the run.
+    pub fork_on_divergence: bool,
+    /// A session the agent lost is recreated from the client's history.
+    pub recreate_lost_sessions: bool,
+    /// The run's `context` seeds a new session as a system message.
+    pub context_as_system: bool,
+    pub limit_stops: LimitStops,
+    /// The outbound `Authorization: Bearer` key; without it the client's header is forwarded.
+    pub api_key: Option<String>,
+    /// Options and server tools when the run's `forwardedProps.aap` names none.
+    pub options: serde_json::Map<String, serde_json::Value>,
+    pub tools: Option<Vec<ServerToolRef>>,
+}
+
+impl Default for AapUpstream {
+    fn default() -> Self {
+        AapUpstream {
+            agent: None,
+            stream_mode: StreamChoice::default(),
+            hitl: HitlStyle::default(),
+            confirm_tool: DEFAULT_TOOL.into(),
+            unconfirmable: Unconfirmable::default(),
+            fork_on_divergence: true,
+            recreate_lost_sessions: true,
+            context_as_system: true,
+            limit_stops: LimitStops::default(),
+            api_key: None,
+            options: serde_json::Map::new(),
+            tools: None,
+        }
+    }
 }
 
 /// The agent behind an AAP face, as `/meta` describes it, and how its turns are run
@@ -260,6 +307,27 @@ struct RawRoute {
     #[serde(default)]
     hai: RawHaiOptions,
     aap: Option<RawAap>,
+    aap_upstream: Option<RawAapUpstream>,
+}
+
+/// `[routes.aap_upstream]`: how runs reach an AAP agent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAapUpstream {
+    agent: Option<String>,
+    stream_mode: Option<Spanned<String>>,
+    hitl: Option<Spanned<String>>,
+    confirm_tool: Option<Spanned<String>>,
+    unconfirmable: Option<Spanned<String>>,
+    history_divergence: Option<Spanned<String>>,
+    on_session_lost: Option<Spanned<String>>,
+    context: Option<Spanned<String>>,
+    limit_stops: Option<Spanned<String>>,
+    api_key: Option<String>,
+    api_key_env: Option<Spanned<String>>,
+    #[serde(default)]
+    options: std::collections::BTreeMap<String, String>,
+    tools: Option<Vec<Spanned<toml::Value>>>,
 }
 
 /// `[routes.hai]`: HAI's writer profile and reader choices (`translation.md` §0.1, `hai.md` §9).
@@ -683,6 +751,70 @@ fn aap_agent(
     Some(agent)
 }
 
+/// One of two words, as a flag.
+fn either(p: &mut Problems, key: &str, value: &Option<Spanned<String>>, yes: &str, no: &str) -> bool {
+    match value {
+        None => true,
+        Some(v) if v.get_ref() == yes => true,
+        Some(v) if v.get_ref() == no => false,
+        Some(v) => {
+            p.at(
+                v.span(),
+                key,
+                format!("unknown value {:?} (expected {yes} or {no})", v.get_ref()),
+            );
+            true
+        }
+    }
+}
+
+fn aap_upstream(p: &mut Problems, prefix: &str, raw: &RawAapUpstream, agent: Option<String>) -> AapUpstream {
+    let mut up = AapUpstream {
+        agent: agent.or_else(|| raw.agent.clone()).filter(|a| !a.trim().is_empty()),
+        stream_mode: parsed(p, &format!("{prefix}stream_mode"), &raw.stream_mode),
+        hitl: parsed(p, &format!("{prefix}hitl"), &raw.hitl),
+        unconfirmable: parsed(p, &format!("{prefix}unconfirmable"), &raw.unconfirmable),
+        limit_stops: parsed(p, &format!("{prefix}limit_stops"), &raw.limit_stops),
+        fork_on_divergence: either(p, &format!("{prefix}history_divergence"), &raw.history_divergence, "fork", "reject"),
+        recreate_lost_sessions: either(p, &format!("{prefix}on_session_lost"), &raw.on_session_lost, "recreate", "error"),
+        context_as_system: either(p, &format!("{prefix}context"), &raw.context, "seed_system", "drop"),
+        api_key: raw.api_key.clone(),
+        options: raw
+            .options
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect(),
+        ..AapUpstream::default()
+    };
+    if let Some(tool) = &raw.confirm_tool {
+        if tool.get_ref().trim().is_empty() {
+            p.at(tool.span(), &format!("{prefix}confirm_tool"), "must not be empty".into());
+        } else {
+            up.confirm_tool = tool.get_ref().clone();
+        }
+    }
+    if let Some(var) = &raw.api_key_env {
+        match std::env::var(var.get_ref()) {
+            Ok(key) if !key.trim().is_empty() => up.api_key = Some(key.trim().to_owned()),
+            _ => p.at(
+                var.span(),
+                &format!("{prefix}api_key_env"),
+                format!("the environment variable {} is not set", var.get_ref()),
+            ),
+        }
+    }
+    if let Some(tools) = &raw.tools {
+        let mut refs = Vec::new();
+        for (i, tool) in tools.iter().enumerate() {
+            if let Some(t) = table::<ServerToolRef>(p, &format!("{prefix}tools[{i}]"), tool) {
+                refs.push(t);
+            }
+        }
+        up.tools = Some(refs);
+    }
+    up
+}
+
 /// A comma-separated key list.
 fn split_keys(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(',')
@@ -765,10 +897,10 @@ fn check_route_dialects(
     upstream_dialect: Dialect,
     upstream: Option<&Upstream>,
 ) {
-    if upstream_dialect == Dialect::Aap {
+    if upstream_dialect == Dialect::Aap && client == Dialect::Aap {
         p.plain(
             key,
-            format!("{client} clients in front of {upstream_dialect} upstreams are not supported by this build (ag-ui and hai upstreams, for ag-ui, hai and aap clients)"),
+            "aap clients in front of aap upstreams are not supported by this build (an AAP agent can be reached directly)".into(),
         );
     }
     if upstream == Some(&Upstream::BuiltinDemo) && upstream_dialect != Dialect::AgUi {
@@ -926,6 +1058,22 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
             }
             _ => None,
         };
+        let aap_upstream = match (upstream_dialect, &r.aap_upstream) {
+            (Some(Dialect::Aap), raw) => {
+                let empty = RawAapUpstream::default();
+                Some(aap_upstream(
+                    &mut p,
+                    &format!("{key}.aap_upstream."),
+                    raw.as_ref().unwrap_or(&empty),
+                    None,
+                ))
+            }
+            (Some(u), Some(_)) => {
+                p.plain(&format!("{key}.aap_upstream"), format!("only a route with upstream_dialect = \"aap\" has an [routes.aap_upstream] table, not an {u} upstream"));
+                None
+            }
+            _ => None,
+        };
         if let (Some(client), Some(upstream), Some(upstream_dialect)) =
             (client, upstream, upstream_dialect)
         {
@@ -944,6 +1092,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                 request_profile,
                 hai,
                 aap,
+                aap_upstream,
             });
         }
     }
@@ -985,6 +1134,14 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                     ),
                     _ => None,
                 };
+                let aap_upstream = (upstream_dialect == Some(Dialect::Aap)).then(|| {
+                    aap_upstream(
+                        &mut flag_problems,
+                        "--",
+                        &RawAapUpstream::default(),
+                        overrides.agent_name.clone(),
+                    )
+                });
                 if let (Some(client), Some(upstream), Some(upstream_dialect)) =
                     (client, upstream, upstream_dialect)
                 {
@@ -1000,6 +1157,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
                         request_profile: RequestProfile::default(),
                         hai: HaiOptions::default(),
                         aap,
+                        aap_upstream,
                     });
                 }
             }

@@ -65,6 +65,18 @@ pub enum ErrorCode {
     IncompleteToolResults,
     /// A turn answers a call that is not pending.
     UnknownToolCall,
+    /// The client's history was edited and the route refuses to start a new AAP session.
+    HistoryDiverged,
+    /// An AAP agent stopped its turn with `error` (AAP carries no detail).
+    AapError,
+    /// An AAP upstream speaks another protocol version than 3.
+    AapVersionUnsupported,
+    /// An AAP upstream lost the session and the route does not recreate it.
+    AapSessionNotFound,
+    /// The AAP upstream does not list the agent the run asks for.
+    AapAgentNotFound,
+    /// A permission is needed and the client cannot be asked (`unconfirmable = "error"`).
+    ConfirmationUnavailable,
 }
 
 impl ErrorCode {
@@ -102,6 +114,12 @@ impl ErrorCode {
             ErrorCode::HistoryLimitExceeded => "HISTORY_LIMIT_EXCEEDED",
             ErrorCode::IncompleteToolResults => "INCOMPLETE_TOOL_RESULTS",
             ErrorCode::UnknownToolCall => "UNKNOWN_TOOL_CALL",
+            ErrorCode::HistoryDiverged => "HISTORY_DIVERGED",
+            ErrorCode::AapError => "AAP_ERROR",
+            ErrorCode::AapVersionUnsupported => "AAP_VERSION_UNSUPPORTED",
+            ErrorCode::AapSessionNotFound => "AAP_SESSION_NOT_FOUND",
+            ErrorCode::AapAgentNotFound => "AAP_AGENT_NOT_FOUND",
+            ErrorCode::ConfirmationUnavailable => "CONFIRMATION_UNAVAILABLE",
         }
     }
 
@@ -117,7 +135,9 @@ impl ErrorCode {
             | ErrorCode::SessionLimit
             | ErrorCode::HistoryLimitExceeded
             | ErrorCode::IncompleteToolResults
-            | ErrorCode::UnknownToolCall => Fault::Client,
+            | ErrorCode::UnknownToolCall
+            | ErrorCode::HistoryDiverged
+            | ErrorCode::ConfirmationUnavailable => Fault::Client,
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamHeadersTimeout
@@ -126,7 +146,11 @@ impl ErrorCode {
             | ErrorCode::UpstreamMalformed
             | ErrorCode::UpstreamEventTooLarge
             | ErrorCode::InvalidToolArgs
-            | ErrorCode::UpstreamLimitExceeded => Fault::Upstream,
+            | ErrorCode::UpstreamLimitExceeded
+            | ErrorCode::AapError
+            | ErrorCode::AapVersionUnsupported
+            | ErrorCode::AapSessionNotFound
+            | ErrorCode::AapAgentNotFound => Fault::Upstream,
             ErrorCode::GatewayShutdown | ErrorCode::NotImplemented => Fault::Gateway,
         }
     }
@@ -143,16 +167,21 @@ impl ErrorCode {
             ErrorCode::TurnInProgress => StatusCode::CONFLICT,
             ErrorCode::SessionLimit => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::HistoryLimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::IncompleteToolResults | ErrorCode::UnknownToolCall => {
-                StatusCode::BAD_REQUEST
-            }
+            ErrorCode::IncompleteToolResults
+            | ErrorCode::UnknownToolCall
+            | ErrorCode::HistoryDiverged
+            | ErrorCode::ConfirmationUnavailable => StatusCode::BAD_REQUEST,
             ErrorCode::UpstreamUnavailable
             | ErrorCode::UpstreamHttp(_)
             | ErrorCode::UpstreamTruncated
             | ErrorCode::UpstreamMalformed
             | ErrorCode::UpstreamEventTooLarge
             | ErrorCode::InvalidToolArgs
-            | ErrorCode::UpstreamLimitExceeded => StatusCode::BAD_GATEWAY,
+            | ErrorCode::UpstreamLimitExceeded
+            | ErrorCode::AapError
+            | ErrorCode::AapVersionUnsupported
+            | ErrorCode::AapSessionNotFound
+            | ErrorCode::AapAgentNotFound => StatusCode::BAD_GATEWAY,
             ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }

@@ -66,6 +66,8 @@ pub enum Framing {
     Sse,
     /// Newline-delimited JSON: every non-empty line is one event.
     Ndjson,
+    /// One JSON document, the whole body (an AAP `none` turn): one event at the end.
+    Json,
 }
 
 impl Framing {
@@ -129,6 +131,11 @@ impl SseDecoder {
     /// Decodes the next item from `buf`, consuming only what it has parsed.
     /// `Ok(None)`: more bytes are needed.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
+        if self.framing == Framing::Json {
+            // Nothing is complete before the end; only the bound applies meanwhile.
+            self.check_size(buf.len())?;
+            return Ok(None);
+        }
         loop {
             if self.at_stream_start {
                 let n = buf.len().min(BOM.len());
@@ -177,6 +184,15 @@ impl SseDecoder {
     /// After the last chunk: decodes what is left, including a final line without its end
     /// and a final event without its blank line. Call until it returns `Ok(None)`.
     pub fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
+        if self.framing == Framing::Json {
+            self.check_size(buf.len())?;
+            let body = buf.split().freeze();
+            let blank = body.iter().all(u8::is_ascii_whitespace);
+            return Ok((!blank).then_some(SseItem::Event(SseEvent {
+                name: None,
+                data: body,
+            })));
+        }
         if let Some(item) = self.decode(buf)? {
             return Ok(Some(item));
         }

@@ -16,6 +16,7 @@
 
 mod sessions;
 mod turn;
+pub(crate) mod upstream;
 
 use std::sync::Arc;
 

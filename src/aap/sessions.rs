@@ -19,7 +19,7 @@ use crate::session::{new_session_id, Session, SessionConfig, StoreError};
 use crate::translate::transcript::history_bytes;
 
 /// What `GET` shows instead of a secret option's value; sent back, it means "unchanged".
-pub(crate) const REDACTED: &str = "***";
+pub(crate) use crate::dialect::aap::REDACTED;
 
 /// `POST /sessions` → 201 `{sessionId}`.
 pub(super) async fn create(

@@ -14,6 +14,11 @@
 //!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
 //!    (drain signal included) has registered the waker.
 //!
+//! A run may span several upstream requests (an AAP agent's turns): the body then starts from
+//! a future that opens the first one, and a [`Continuation`] decides at each turn's stop whether
+//! another request follows. While a request is opening, heartbeats go on and the idle timer
+//! rests (the request has its own connect and header timeouts).
+//!
 //! `Error = Infallible`: upstream trouble becomes a terminal `RUN_ERROR` event, never a cut
 //! connection. Dropping the body (the client left) drops the upstream body, which closes the
 //! upstream connection: that is the cancellation.
@@ -31,7 +36,7 @@ use tokio::time::{Instant, Sleep};
 use tracing::Span;
 
 use crate::error::{ErrorCode, Failure};
-use crate::sse::{HEARTBEAT_COMMENT, OPENING_COMMENT};
+use crate::sse::{Framing, HEARTBEAT_COMMENT, OPENING_COMMENT};
 use crate::telemetry::metrics::{Outcome, StreamEnd, StreamRecord};
 use crate::translate::Pipeline;
 
@@ -52,6 +57,33 @@ pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// mid-stream), with the pipeline as it stands: the AAP face commits its session here.
 pub type EndHook = Box<dyn FnOnce(&mut Pipeline) + Send>;
 
+/// A request being opened: the upstream body and its framing, or why it could not be had.
+pub type OpenFuture = Pin<Box<dyn Future<Output = Result<(UpstreamBody, Framing), Failure>> + Send>>;
+
+/// What follows an upstream turn's stop.
+pub enum Next {
+    /// Another request, streamed into the same run.
+    Open(OpenFuture),
+    /// The run ends with the stop.
+    End,
+    /// The run ends with a gateway error instead.
+    Fail(Failure),
+}
+
+/// The owner of a run that spans several upstream requests.
+pub trait Continuation: Send {
+    /// The current turn stopped ([`Pipeline::turn_stop`]); the upstream connection is closed.
+    fn after_turn(&mut self, pipeline: &mut Pipeline) -> Next;
+    /// The stream ended, however it ended (once).
+    fn ended(&mut self, pipeline: &mut Pipeline);
+}
+
+/// Where upstream bytes come from now.
+enum Source {
+    Body(UpstreamBody),
+    Opening(OpenFuture),
+}
+
 /// Timer settings of one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamTimers {
@@ -64,7 +96,8 @@ pub struct StreamTimers {
 /// See the module docs.
 pub struct TranslatingBody {
     /// `None` once the run has ended: dropping it closes the upstream connection at once.
-    upstream: Option<UpstreamBody>,
+    upstream: Option<Source>,
+    continuation: Option<Box<dyn Continuation>>,
     pipeline: Pipeline,
     timers: StreamTimers,
     idle: Pin<Box<Sleep>>,
@@ -91,17 +124,52 @@ impl TranslatingBody {
         span: Span,
         record: StreamRecord,
     ) -> Self {
+        Self::with_source(Source::Body(upstream), pipeline, timers, drain, span, record)
+    }
+
+    /// A body whose upstream request is still to be made by `open`; `continuation` decides
+    /// what follows each turn.
+    pub fn deferred(
+        open: OpenFuture,
+        continuation: Box<dyn Continuation>,
+        pipeline: Pipeline,
+        timers: StreamTimers,
+        drain: DrainSignal,
+        span: Span,
+        record: StreamRecord,
+    ) -> Self {
+        let mut body = Self::with_source(Source::Opening(open), pipeline, timers, drain, span, record);
+        body.continuation = Some(continuation);
+        body
+    }
+
+    fn with_source(
+        source: Source,
+        mut pipeline: Pipeline,
+        timers: StreamTimers,
+        drain: DrainSignal,
+        span: Span,
+        record: StreamRecord,
+    ) -> Self {
         let now = Instant::now();
-        // The client's dialect may open with an event of its own (AAP's `turn_start`).
-        let opening = pipeline.opening().unwrap_or(OPENING_COMMENT);
+        // The run may open with events of its own (`RUN_STARTED` before an AAP agent is
+        // contacted), or the client's dialect with an event (AAP's `turn_start`).
+        let mut first = BytesMut::new();
+        pipeline.begin(&mut first);
+        let waiting = if first.is_empty() {
+            Bytes::from_static(pipeline.opening().unwrap_or(OPENING_COMMENT))
+        } else {
+            first.freeze()
+        };
         TranslatingBody {
-            upstream: Some(upstream),
+            upstream: Some(source),
+            continuation: None,
             pipeline,
             timers,
             idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
             heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
             drain,
-            waiting: Some(Bytes::from_static(opening)),
+            waiting: Some(waiting),
             out: BytesMut::new(),
             span,
             record,
@@ -147,6 +215,9 @@ impl TranslatingBody {
         if let Some(hook) = self.on_end.take() {
             hook(&mut self.pipeline);
         }
+        if let Some(continuation) = self.continuation.as_mut() {
+            continuation.ended(&mut self.pipeline);
+        }
         let _entered = self.span.enter();
         let stats = self.pipeline.stats();
         let failure = self.pipeline.failure();
@@ -178,6 +249,40 @@ impl TranslatingBody {
         self.pipeline.fail(failure, &mut self.out);
         self.finish();
         Poll::Ready(self.take_output().map(|b| Ok(Frame::data(b))))
+    }
+
+    /// The upstream turn stopped: its connection closes, and the continuation (if any) opens
+    /// the next request or the run ends.
+    fn turn_over(&mut self) {
+        self.upstream = None;
+        let next = match self.continuation.as_mut() {
+            Some(c) => c.after_turn(&mut self.pipeline),
+            None => Next::End,
+        };
+        match next {
+            Next::Open(open) => self.upstream = Some(Source::Opening(open)),
+            Next::End => self.pipeline.end(&mut self.out),
+            Next::Fail(failure) => self.pipeline.fail(failure, &mut self.out),
+        }
+    }
+
+    /// The upstream body ended: what it left is decoded; without a turn's stop to hand over,
+    /// the run ends (truncated, unless its terminal event came).
+    fn upstream_ended(&mut self) {
+        self.pipeline.drain_eof(&mut self.out);
+        if self.pipeline.turn_stop().is_none() {
+            self.pipeline.end(&mut self.out);
+        }
+    }
+
+    /// After upstream bytes were read: a stopped turn hands over, a finished run ends.
+    fn after_read(&mut self) {
+        if self.pipeline.turn_stop().is_some() {
+            self.turn_over();
+        }
+        if self.pipeline.is_finished() {
+            self.finish();
+        }
     }
 
     /// Takes what the pipeline produced as one frame.
@@ -214,39 +319,54 @@ impl Body for TranslatingBody {
             ));
         }
         for _ in 0..FRAMES_PER_POLL {
-            let Some(upstream) = this.upstream.as_mut() else {
+            let Some(source) = this.upstream.as_mut() else {
                 return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
             };
-            match Pin::new(upstream).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
+            let polled = match source {
+                Source::Opening(open) => match open.as_mut().poll(cx) {
+                    Poll::Ready(Ok((body, framing))) => {
+                        this.pipeline.next_turn(framing);
+                        this.upstream = Some(Source::Body(body));
+                        let deadline = Instant::now() + this.timers.idle_timeout;
+                        this.idle.as_mut().reset(deadline);
+                        continue;
+                    }
+                    Poll::Ready(Err(failure)) => return this.fail(failure),
+                    Poll::Pending => None,
+                },
+                Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
+            };
+            match polled {
+                Some(Poll::Ready(Some(Ok(frame)))) => {
                     let deadline = Instant::now() + this.timers.idle_timeout;
                     this.idle.as_mut().reset(deadline);
                     match frame.into_data() {
                         Ok(data) => this.pipeline.push(&data, &mut this.out),
                         // Trailers belong to the upstream's framing; they end its data.
-                        Err(_trailers) => this.pipeline.end(&mut this.out),
+                        Err(_trailers) => this.upstream_ended(),
                     }
-                    if this.pipeline.is_finished() {
-                        this.finish();
-                    }
+                    this.after_read();
                     if let Some(frame) = this.take_output() {
                         return Poll::Ready(Some(Ok(Frame::data(frame))));
                     }
                 }
-                Poll::Ready(Some(Err(error))) => {
+                Some(Poll::Ready(Some(Err(error)))) => {
                     tracing::warn!(%error, "upstream body failed mid-stream");
                     return this.fail(Failure::new(
                         ErrorCode::UpstreamTruncated,
                         format!("the upstream connection broke mid-stream: {error}"),
                     ));
                 }
-                Poll::Ready(None) => {
-                    this.pipeline.end(&mut this.out);
-                    this.finish();
-                    return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
+                Some(Poll::Ready(None)) => {
+                    this.upstream_ended();
+                    this.after_read();
+                    if let Some(frame) = this.take_output() {
+                        return Poll::Ready(Some(Ok(Frame::data(frame))));
+                    }
                 }
-                Poll::Pending => {
-                    if this.idle.as_mut().poll(cx).is_ready() {
+                pending => {
+                    // An opening request has its own timeouts; only a silent body is idle.
+                    if pending.is_some() && this.idle.as_mut().poll(cx).is_ready() {
                         let secs = this.timers.idle_timeout.as_secs_f64();
                         tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
                         return this.fail(Failure::new(

@@ -27,7 +27,10 @@ mod headers;
 mod stall;
 mod upstream;
 
-pub use body::{DrainSignal, StreamTimers, TranslatingBody, UpstreamBody};
+pub use body::{
+    Continuation, DrainSignal, Next, OpenFuture, StreamTimers, TranslatingBody, UpstreamBody,
+};
+pub(crate) use upstream::{read_json, UpstreamClient};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -54,7 +57,6 @@ use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
 use stall::StallGuard;
-use upstream::UpstreamClient;
 
 /// How long a client may take to send its (small) request body.
 const REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,6 +77,8 @@ pub(crate) struct Gateway {
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: tokio::sync::watch::Receiver<bool>,
     metrics: Arc<Metrics>,
+    /// What AAP upstreams said of themselves (`GET /meta`), per base URL.
+    aap_directory: Arc<crate::aap::upstream::Directory>,
 }
 
 /// State the data plane shares with the admin listener.
@@ -133,6 +137,7 @@ impl Server {
             config,
             draining,
             metrics: Arc::clone(&shared.metrics),
+            aap_directory: Arc::default(),
         });
         shared.ready.store(true, Ordering::SeqCst);
         Server {
@@ -298,6 +303,9 @@ impl Gateway {
         crate::translate::input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
+        if route.upstream_dialect == Dialect::Aap {
+            return crate::aap::upstream::run(self, route, &parts.headers, input, span).await;
+        }
         let (upstream, framing) = self.open_upstream(route, &parts.headers, &input).await?;
         let spec = self.pipeline_spec(route, &input, framing);
         let pipeline = Pipeline::new(spec)
@@ -316,6 +324,18 @@ impl Gateway {
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    pub(crate) fn aap_directory(&self) -> &Arc<crate::aap::upstream::Directory> {
+        &self.aap_directory
+    }
+
+    /// The pooled client for `route`'s connect timeout.
+    pub(crate) fn client(&self, route: &Route) -> UpstreamClient {
+        self.clients
+            .get(&route.limits.connect_timeout)
+            .cloned()
+            .unwrap_or_else(|| UpstreamClient::new(route.limits.connect_timeout))
     }
 
     /// Sends the run to the route's upstream and waits for its response headers: the body and
@@ -337,9 +357,7 @@ impl Gateway {
         };
         let headers = headers::upstream_request_headers(client_headers);
         let response = self
-            .clients
-            .get(&route.limits.connect_timeout)
-            .expect("Server::new builds a client for every route's connect timeout")
+            .client(route)
             .post(
                 uri,
                 headers,
@@ -410,6 +428,28 @@ impl Gateway {
         pipeline: Pipeline,
         span: tracing::Span,
     ) -> TranslatingBody {
+        let (timers, drain, record) = self.stream_parts(route);
+        TranslatingBody::new(upstream, pipeline, timers, drain, span, record)
+    }
+
+    /// A body whose upstream requests are made by `open` and then `continuation`.
+    pub(crate) fn deferred_body(
+        &self,
+        route: &Route,
+        open: OpenFuture,
+        continuation: Box<dyn Continuation>,
+        pipeline: Pipeline,
+        span: tracing::Span,
+    ) -> TranslatingBody {
+        let (timers, drain, record) = self.stream_parts(route);
+        TranslatingBody::deferred(open, continuation, pipeline, timers, drain, span, record)
+    }
+
+    /// The timers, drain signal and metrics record of a stream on `route`.
+    fn stream_parts(
+        &self,
+        route: &Route,
+    ) -> (StreamTimers, DrainSignal, crate::telemetry::metrics::StreamRecord) {
         let timers = StreamTimers {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
@@ -422,8 +462,14 @@ impl Gateway {
             }
         });
         let record = self.metrics.stream_started(&route.path);
-        TranslatingBody::new(upstream, pipeline, timers, drain, span, record)
+        (timers, drain, record)
     }
+}
+
+/// The headers a request to an upstream carries: the client's end-to-end headers, JSON in,
+/// an event stream (or JSON) out, no compression.
+pub(crate) fn upstream_headers(client_headers: &http::HeaderMap) -> http::HeaderMap {
+    headers::upstream_request_headers(client_headers)
 }
 
 /// The headers of an event-stream response (`streaming.md` §4).

@@ -43,8 +43,22 @@ impl UpstreamClient {
         body: Vec<u8>,
         headers_timeout: Duration,
     ) -> Result<Response<Incoming>, Failure> {
+        self.send(Method::POST, uri, headers, body, headers_timeout)
+            .await
+    }
+
+    /// Sends a request and waits for response headers; a non-2xx status is a failure that
+    /// quotes the start of the body.
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        headers_timeout: Duration,
+    ) -> Result<Response<Incoming>, Failure> {
         let mut request = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(uri.clone())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| {
@@ -86,6 +100,37 @@ impl UpstreamClient {
             format!("the upstream answered HTTP {}: {excerpt}", status.as_u16()),
         ))
     }
+}
+
+/// Reads a whole (small) JSON response body, bounded in size and time.
+pub async fn read_json(
+    body: Incoming,
+    limit: usize,
+    timeout: Duration,
+    what: &str,
+) -> Result<serde_json::Value, Failure> {
+    let read = tokio::time::timeout(timeout, http_body_util::Limited::new(body, limit).collect());
+    let bytes = match read.await {
+        Err(_) => {
+            return Err(Failure::new(
+                ErrorCode::UpstreamIdleTimeout,
+                format!("the upstream did not finish its {what} response within {} s", timeout.as_secs_f64()),
+            ))
+        }
+        Ok(Err(e)) => {
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("could not read the upstream's {what} response (at most {limit} bytes): {e}"),
+            ))
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::new(
+            ErrorCode::UpstreamMalformed,
+            format!("the upstream's {what} response is not JSON: {e}"),
+        )
+    })
 }
 
 /// The first bytes of a refusing upstream's body, bounded in size and time.

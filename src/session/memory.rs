@@ -1,4 +1,5 @@
-//! The in-memory store: a dashmap of sessions, each with its running flag and last use.
+//! The in-memory store: dashmaps of sessions and of thread records, each entry with its running
+//! flag and last use.
 //! Expiry is lazy: an idle session is dropped when it is next looked at, and every creation
 //! and listing sweeps the idle ones first, so the count never holds dead sessions at the limit.
 
@@ -6,7 +7,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::{Session, SessionConfig, SessionLimits, Store, StoreError, TurnCommit};
+use super::{Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit};
 
 #[derive(Debug)]
 struct Entry {
@@ -15,10 +16,18 @@ struct Entry {
     used: Instant,
 }
 
+#[derive(Debug)]
+struct ThreadEntry {
+    record: Option<ThreadRecord>,
+    running: bool,
+    used: Instant,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct MemoryStore {
     sessions: DashMap<String, Entry>,
+    threads: DashMap<String, ThreadEntry>,
     limits: SessionLimits,
 }
 
@@ -26,17 +35,28 @@ impl MemoryStore {
     pub fn new(limits: SessionLimits) -> MemoryStore {
         MemoryStore {
             sessions: DashMap::new(),
+            threads: DashMap::new(),
             limits,
         }
     }
 
+    fn expired(&self, running: bool, used: Instant, now: Instant) -> bool {
+        !running && now.duration_since(used) > self.limits.idle_timeout
+    }
+
     fn idle(&self, entry: &Entry, now: Instant) -> bool {
-        !entry.running && now.duration_since(entry.used) > self.limits.idle_timeout
+        self.expired(entry.running, entry.used, now)
     }
 
     fn sweep(&self) {
         let now = Instant::now();
         self.sessions.retain(|_, e| !self.idle(e, now));
+    }
+
+    fn sweep_threads(&self) {
+        let now = Instant::now();
+        self.threads
+            .retain(|_, e| !self.expired(e.running, e.used, now));
     }
 }
 
@@ -130,6 +150,50 @@ impl Store for MemoryStore {
             entry.session.history = c.history;
             entry.session.state = c.state;
             entry.session.pending = c.pending;
+        }
+    }
+
+    fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let now = Instant::now();
+        if !self.threads.contains_key(key) && self.threads.len() >= self.limits.max_sessions {
+            self.sweep_threads();
+            if self.threads.len() >= self.limits.max_sessions {
+                return Err(StoreError::Full(self.limits.max_sessions));
+            }
+        }
+        let mut entry = self.threads.entry(key.to_owned()).or_insert(ThreadEntry {
+            record: None,
+            running: false,
+            used: now,
+        });
+        if entry.running {
+            return Err(StoreError::Busy);
+        }
+        if self.expired(entry.running, entry.used, now) {
+            entry.record = None;
+        }
+        entry.running = true;
+        entry.used = now;
+        Ok(entry.record.clone())
+    }
+
+    fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError> {
+        let mut entry = self.threads.get_mut(key).ok_or(StoreError::NotFound)?;
+        entry.record = Some(record);
+        entry.used = Instant::now();
+        Ok(())
+    }
+
+    fn end_thread(&self, key: &str) {
+        let Some(mut entry) = self.threads.get_mut(key) else {
+            return;
+        };
+        entry.running = false;
+        entry.used = Instant::now();
+        if entry.record.is_none() {
+            // A run that never reached the agent leaves nothing behind.
+            drop(entry);
+            self.threads.remove_if(key, |_, e| !e.running && e.record.is_none());
         }
     }
 }

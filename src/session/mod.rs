@@ -1,12 +1,17 @@
-//! Sessions of the AAP face (`translation.md` §1, §4.1): the agent configuration a session was
-//! created with (as changed by later turns), its history as canonical messages, the last AG-UI
-//! state, and the calls its last turn left pending.
+//! Gateway state that outlives a request (`translation.md` §1):
+//!
+//! - sessions of the AAP face (§4.1): the agent configuration a session was created with (as
+//!   changed by later turns), its history as canonical messages, the last AG-UI state, and the
+//!   calls its last turn left pending;
+//! - thread records of AAP upstreams (§4.3): per route and AG-UI thread, the AAP session and what
+//!   the agent has seen ([`ThreadRecord`]).
 //!
 //! [`Store`] is the seam for other backends; [`MemoryStore`] (dashmap) is the default. A store
 //! hands out whole values (a session is read at the start of a turn and written back at its
 //! end), so a networked store can implement it with one read and one write per turn. At most
 //! one turn runs per session: [`Store::begin_turn`] marks it, and the [`TurnLease`] it returns
-//! ends the mark when the turn commits or is dropped.
+//! ends the mark when the turn commits or is dropped. Thread records work the same way through
+//! [`ThreadLease`]. Both count against `max_sessions` and expire after `idle_timeout`.
 
 mod memory;
 
@@ -18,6 +23,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
+pub use crate::dialect::aap::upstream::ThreadRecord;
 use crate::dialect::aap::Pending;
 use crate::event::Message;
 
@@ -114,6 +120,40 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn begin_turn(&self, id: &str) -> Result<Session, StoreError>;
     /// Ends the running turn, writing `commit` back when given.
     fn end_turn(&self, id: &str, commit: Option<TurnCommit>);
+    /// Marks a run of thread `key` running and returns its record, if it has one.
+    fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError>;
+    /// Writes a running thread's record.
+    fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError>;
+    /// Ends the running thread's run.
+    fn end_thread(&self, key: &str);
+}
+
+/// A running run of an AAP upstream's thread; dropping it ends the run (what was saved stays).
+#[derive(Debug)]
+pub struct ThreadLease {
+    store: Arc<dyn Store>,
+    key: String,
+}
+
+impl ThreadLease {
+    /// Starts a run on thread `key`: the lease and the thread's record, if any.
+    pub fn begin(
+        store: Arc<dyn Store>,
+        key: String,
+    ) -> Result<(ThreadLease, Option<ThreadRecord>), StoreError> {
+        let record = store.begin_thread(&key)?;
+        Ok((ThreadLease { store, key }, record))
+    }
+
+    pub fn save(&self, record: ThreadRecord) -> Result<(), StoreError> {
+        self.store.save_thread(&self.key, record)
+    }
+}
+
+impl Drop for ThreadLease {
+    fn drop(&mut self) {
+        self.store.end_thread(&self.key);
+    }
 }
 
 /// A running turn; dropping it without [`TurnLease::commit`] ends the turn with the session

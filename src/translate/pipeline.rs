@@ -11,6 +11,7 @@ use std::fmt;
 
 use bytes::BytesMut;
 
+use crate::dialect::aap::read::{AapReader, ReadOptions, TurnEnd};
 use crate::dialect::aap::{AapWriter, TurnOptions};
 use crate::dialect::agui::{AguiReader, AguiWriter, ReaderOptions, UnknownFields};
 use crate::dialect::hai::{HaiOptions, HaiReader, HaiWriter};
@@ -45,6 +46,8 @@ pub struct PipelineSpec {
     pub clock: Clock,
     /// The AAP turn a run answers, when the client speaks AAP.
     pub aap: AapTurn,
+    /// How an AAP upstream's turns are read, when the upstream speaks AAP.
+    pub aap_read: ReadOptions,
 }
 
 /// What an AAP client's writer starts from: the turn's options, and the session history and
@@ -92,6 +95,7 @@ impl PipelineSpec {
             tools: Vec::new(),
             clock: Clock::System,
             aap: AapTurn::default(),
+            aap_read: ReadOptions::default(),
         }
     }
 }
@@ -120,6 +124,7 @@ pub struct StreamStats {
 enum Reader {
     AgUi(Box<AguiReader>),
     Hai(Box<HaiReader>),
+    Aap(Box<AapReader>),
 }
 
 enum Writer {
@@ -144,6 +149,7 @@ pub struct Pipeline {
     /// Why the run ended, when the gateway ended it.
     failure: Option<ErrorCode>,
     clock: Clock,
+    max_event_bytes: usize,
 }
 
 impl fmt::Debug for Pipeline {
@@ -157,10 +163,12 @@ impl fmt::Debug for Pipeline {
 
 impl Pipeline {
     pub fn new(spec: PipelineSpec) -> Result<Pipeline, Unsupported> {
-        let unsupported = Unsupported {
-            from: spec.upstream,
-            to: spec.client,
-        };
+        if spec.upstream == Dialect::Aap && spec.client == Dialect::Aap {
+            return Err(Unsupported {
+                from: spec.upstream,
+                to: spec.client,
+            });
+        }
         let reader = match spec.upstream {
             Dialect::AgUi => Reader::AgUi(Box::new(AguiReader::new(
                 &spec.ids,
@@ -174,7 +182,11 @@ impl Pipeline {
                 &spec.hai,
                 spec.tools,
             ))),
-            Dialect::Aap => return Err(unsupported),
+            Dialect::Aap => {
+                let mut reader = AapReader::new(&spec.ids, spec.aap_read);
+                reader.set_json(spec.framing == Framing::Json);
+                Reader::Aap(Box::new(reader))
+            }
         };
         let writer = match spec.client {
             Dialect::AgUi => Writer::AgUi(AguiWriter::new(spec.unknown_fields)),
@@ -199,7 +211,50 @@ impl Pipeline {
             note_counts: Vec::new(),
             failure: None,
             clock: spec.clock,
+            max_event_bytes: spec.max_event_bytes,
         })
+    }
+
+    /// Writes what the run opens with before the upstream is contacted: `RUN_STARTED` when
+    /// the upstream's turns only start after requests of the gateway's own (AAP).
+    pub fn begin(&mut self, out: &mut BytesMut) {
+        self.tick();
+        let Reader::Aap(reader) = &mut self.reader else {
+            return;
+        };
+        let mut events = std::mem::take(&mut self.read_out);
+        reader.start(&mut events);
+        for event in events.drain(..) {
+            self.step(Input::Event(event), out);
+        }
+        self.read_out = events;
+    }
+
+    /// The stop of the AAP upstream's current turn, once read and until the run goes on or
+    /// ends: the moment to decide what follows.
+    pub fn turn_stop(&self) -> Option<&TurnEnd> {
+        match &self.reader {
+            Reader::Aap(r) if !self.is_finished() => r.stop(),
+            _ => None,
+        }
+    }
+
+    /// The AAP reader, for what a run's owner records when it ends.
+    pub fn aap_reader(&self) -> Option<&AapReader> {
+        match &self.reader {
+            Reader::Aap(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Continues the run with the AAP upstream's next turn, framed as `framing`.
+    pub fn next_turn(&mut self, framing: Framing) {
+        if let Reader::Aap(r) = &mut self.reader {
+            r.next_turn();
+            r.set_json(framing == Framing::Json);
+        }
+        self.decoder = SseDecoder::with_framing(framing, self.max_event_bytes);
+        self.buf.clear();
     }
 
     /// True once the terminal event has been written; later input is ignored.
@@ -256,6 +311,23 @@ impl Pipeline {
     /// The upstream body ended: flushes a last event without its blank line, then ends the run
     /// (`UPSTREAM_TRUNCATED` unless a terminal event was seen).
     pub fn end(&mut self, out: &mut BytesMut) {
+        self.drain_eof(out);
+        if let Reader::Aap(reader) = &mut self.reader {
+            // The held stop becomes the terminal events; without one, what is open closes
+            // before the truncation is reported.
+            let mut events = std::mem::take(&mut self.read_out);
+            reader.finish(&mut events);
+            for event in events.drain(..) {
+                self.step(Input::Event(event), out);
+            }
+            self.read_out = events;
+        }
+        self.step(Input::UpstreamEnd, out);
+    }
+
+    /// The upstream body ended: decodes what it left (a last event without its blank line, a
+    /// whole JSON body) without ending the run, so a turn's stop can still hand over.
+    pub fn drain_eof(&mut self, out: &mut BytesMut) {
         self.tick();
         while !self.is_finished() {
             let item = self.decoder.decode_eof(&mut self.buf);
@@ -263,7 +335,6 @@ impl Pipeline {
                 break;
             }
         }
-        self.step(Input::UpstreamEnd, out);
     }
 
     /// The upstream failed (read error, idle timeout, shutdown): ends the run with `failure`.
@@ -287,6 +358,7 @@ impl Pipeline {
                 let result = match &mut self.reader {
                     Reader::AgUi(r) => r.read(&event, &mut self.read_out, &mut self.notes),
                     Reader::Hai(r) => r.read(&event, &mut self.read_out, &mut self.notes),
+                    Reader::Aap(r) => r.read(&event, &mut self.read_out, &mut self.notes),
                 };
                 let mut read_out = std::mem::take(&mut self.read_out);
                 for event in read_out.drain(..) {
@@ -372,6 +444,7 @@ pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsup
     if let Some(opening) = pipeline.opening() {
         out.extend_from_slice(opening);
     }
+    pipeline.begin(&mut out);
     pipeline.push(input, &mut out);
     pipeline.end(&mut out);
     Ok(out)

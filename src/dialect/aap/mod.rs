@@ -10,13 +10,18 @@
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
 pub mod history;
+pub mod read;
 pub mod types;
+pub mod upstream;
 mod write;
 
 pub use write::{
     call_view, is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TurnStop,
     INTERRUPT_CALL_PREFIX, TURN_START_FRAME,
 };
+
+/// What a secret option's value reads as (`aap.md` §6.4); sent back, it means "unchanged".
+pub const REDACTED: &str = "***";
 
 /// The protocol version the gateway speaks (`GET /meta` → `version`).
 pub const PROTOCOL_VERSION: u32 = 3;

@@ -1,0 +1,718 @@
+//! The AAP reader: an AAP agent's turns (SSE or the `none` JSON body) as canonical AG-UI events
+//! (`translation.md` §4.4, §5, §6.2 A1–A2, §7).
+//!
+//! AAP has no message ids and no message boundaries in delta mode, so the reader mints ids
+//! (`<runId>.m<n>` text and minted parents, `.r<n>` reasoning, `.t<n>` tool results) and infers
+//! boundaries at kind switches, tool events and the stop. One run may span several AAP turns
+//! (answers, then the user's message); [`AapReader::next_turn`] starts the next one within the
+//! same run, ids continuing.
+//!
+//! The first `turn_stop` ends a turn; everything after it is dropped (the reference SDK sends a
+//! second one on model errors). The reader then holds the stop ([`AapReader::stop`]) until its
+//! owner either starts another turn or ends the run ([`AapReader::finish`]), which writes the
+//! terminal events: `RUN_FINISHED` (with `pendingToolCallIds`, or the interrupt outcome for
+//! permission calls), or `RUN_ERROR`. Permission calls are offered to the client as the confirm
+//! tool (`confirm:perm:<id>`) or as interrupts (`perm:<id>`), per [`Hitl`].
+//!
+//! Alongside, the reader fingerprints every message it makes the client's reducer build, so the
+//! next request can tell whether the client changed one ([`super::upstream::Fingerprint`]).
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::history::content_from_aap;
+use super::types::{event as name, Block, Content, StopReason};
+use super::upstream::{Fingerprint, Forwarded};
+use crate::error::Failure;
+use crate::event::{
+    Event, EventBase, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
+    ReasoningMessageEnd, ReasoningMessageStart, ReasoningRole, ReasoningStart, RunError,
+    RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
+    TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
+};
+use crate::sse::SseEvent;
+use crate::translate::{DropKind, IdMint, Note, RunIds};
+
+/// Prefix of the confirm call offering an AAP permission to the client (§6.1).
+pub const PERMISSION_CONFIRM_PREFIX: &str = "confirm:perm:";
+/// Prefix of the interrupt offering an AAP permission to the client (§6.2 A1).
+pub const PERMISSION_INTERRUPT_PREFIX: &str = "perm:";
+/// The message of a `turn_stop: error` (AAP carries none).
+pub const AAP_ERROR_MESSAGE: &str = "upstream agent reported an error";
+/// How much of a call's arguments a confirm call's `action` quotes.
+const ACTION_ARGS_CHARS: usize = 500;
+
+/// How the client is asked for a permission the agent needs (`hitl.style`, resolved per request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hitl {
+    /// A call of the client's confirm tool (flow A2).
+    ConfirmTool(String),
+    /// An AG-UI 1.0 interrupt (flow A1).
+    Interrupt,
+    /// The client cannot be asked (flow A3); the run's owner answers for it.
+    Unconfirmable,
+}
+
+/// What `max_tokens` and `refusal` stops become (`aap.limit_stops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LimitStops {
+    /// `RUN_FINISHED {result: {stopReason}}`.
+    #[default]
+    FinishedWithResult,
+    /// `RUN_ERROR {code: stopReason}`.
+    RunError,
+}
+
+impl std::str::FromStr for LimitStops {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "finished_with_result" => Ok(LimitStops::FinishedWithResult),
+            "run_error" => Ok(LimitStops::RunError),
+            other => Err(format!(
+                "unknown value {other:?} (expected finished_with_result or run_error)"
+            )),
+        }
+    }
+}
+
+/// The reader's settings for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadOptions {
+    /// Names of the tools the client runs; any other unresolved call is a permission request.
+    pub client_tools: Vec<String>,
+    pub hitl: Hitl,
+    pub limit_stops: LimitStops,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            client_tools: Vec::new(),
+            hitl: Hitl::ConfirmTool(crate::translate::confirm::DEFAULT_TOOL.into()),
+            limit_stops: LimitStops::default(),
+        }
+    }
+}
+
+/// A call the agent made in the current turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AapCall {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    /// The message the client's reducer hangs the call on.
+    pub parent: String,
+    /// Whether the agent already sent its result (trusted server tools).
+    pub resolved: bool,
+}
+
+impl AapCall {
+    /// The client runs it (`name` is one of its tools); otherwise it awaits permission.
+    pub fn is_client(&self, options: &ReadOptions) -> bool {
+        options.client_tools.iter().any(|t| *t == self.name)
+    }
+}
+
+/// How a turn ended, held until the run's owner decides what follows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub reason: StopReason,
+    /// The turn's calls left without a result, in call order.
+    pub unresolved: Vec<AapCall>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Reasoning,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct AapReader {
+    ids: RunIds,
+    mint: IdMint,
+    options: ReadOptions,
+    /// The `none` body is read whole, at the end of the turn.
+    json: bool,
+    open: Option<(Kind, String)>,
+    /// The current assistant segment's last text message, or its minted parent.
+    parent: Option<String>,
+    calls: Vec<AapCall>,
+    seen_calls: Vec<String>,
+    stop: Option<TurnEnd>,
+    /// The stop the run ended with, kept for the owner's record.
+    last_stop: Option<TurnEnd>,
+    finished: bool,
+    /// Every message the client's reducer builds from this run, fingerprinted.
+    outputs: Vec<Forwarded>,
+}
+
+/// `turn_stop`'s data.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StopData {
+    stop_reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallData {
+    tool_call_id: String,
+    name: String,
+    #[serde(default)]
+    input: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultData {
+    tool_call_id: String,
+    content: Content,
+}
+
+/// The `none` turn response, read leniently.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonTurn {
+    stop_reason: String,
+    #[serde(default)]
+    messages: Vec<Value>,
+}
+
+impl AapReader {
+    pub fn new(ids: &RunIds, options: ReadOptions) -> AapReader {
+        AapReader {
+            ids: ids.clone(),
+            mint: IdMint::new(&ids.run_id),
+            options,
+            json: false,
+            open: None,
+            parent: None,
+            calls: Vec::new(),
+            seen_calls: Vec::new(),
+            stop: None,
+            last_stop: None,
+            finished: false,
+            outputs: Vec::new(),
+        }
+    }
+
+    pub fn options(&self) -> &ReadOptions {
+        &self.options
+    }
+
+    /// The run's first event, written before the agent is even contacted
+    /// (`aap.early_run_started`).
+    pub fn start(&self, out: &mut Vec<Event>) {
+        out.push(Event::RunStarted(RunStarted {
+            thread_id: self.ids.thread_id.clone(),
+            run_id: self.ids.run_id.clone(),
+            protocol_version: None,
+            parent_run_id: None,
+            input: None,
+            base: EventBase::default(),
+        }));
+    }
+
+    /// Reads the next turn's body as the `none` JSON (`true`) or as SSE.
+    pub fn set_json(&mut self, json: bool) {
+        self.json = json;
+    }
+
+    /// The stop of the current turn, once its `turn_stop` was read.
+    pub fn stop(&self) -> Option<&TurnEnd> {
+        self.stop.as_ref().filter(|_| !self.finished)
+    }
+
+    /// The stop the run ended with, once it has ended on one.
+    pub fn final_stop(&self) -> Option<&TurnEnd> {
+        self.last_stop.as_ref()
+    }
+
+    /// The messages this run built on the client, in order, with their fingerprints.
+    pub fn outputs(&self) -> &[Forwarded] {
+        &self.outputs
+    }
+
+    /// Starts another turn of the same run: the held stop is dropped; ids continue.
+    pub fn next_turn(&mut self) {
+        self.stop = None;
+        self.calls.clear();
+        self.parent = None;
+    }
+
+    /// Reads one upstream event.
+    pub fn read(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        if self.stop.is_some() || self.finished {
+            notes.push(Note::Dropped(DropKind::AfterTerminal));
+            return Ok(());
+        }
+        let Ok(Value::Object(mut data)) = serde_json::from_slice::<Value>(&event.data) else {
+            notes.push(Note::Dropped(DropKind::NotAnObject));
+            return Ok(());
+        };
+        if self.json && event.name.is_none() {
+            self.read_json(Value::Object(data), out, notes);
+            return Ok(());
+        }
+        // The name from the `event:` line, else from the data (a frame some peers send).
+        let event_name = match &event.name {
+            Some(n) => n.clone(),
+            None => match data.remove("event") {
+                Some(Value::String(n)) => n,
+                _ => {
+                    notes.push(Note::Dropped(DropKind::UnknownType));
+                    return Ok(());
+                }
+            },
+        };
+        let data = Value::Object(data);
+        match event_name.as_str() {
+            name::TURN_START => {}
+            name::TEXT_DELTA | name::THINKING_DELTA => {
+                let kind = if event_name == name::TEXT_DELTA {
+                    Kind::Text
+                } else {
+                    Kind::Reasoning
+                };
+                match data.get("delta").and_then(Value::as_str) {
+                    Some(delta) => self.delta(kind, delta, out),
+                    None => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+                }
+            }
+            name::TEXT | name::THINKING => {
+                let (kind, field) = if event_name == name::TEXT {
+                    (Kind::Text, "text")
+                } else {
+                    (Kind::Reasoning, "thinking")
+                };
+                match data.get(field).and_then(Value::as_str) {
+                    Some(text) => self.whole(kind, text, out),
+                    None => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+                }
+            }
+            name::TOOL_CALL => match serde_json::from_value::<CallData>(data) {
+                Ok(call) => self.call(call, out, notes),
+                Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            },
+            name::TOOL_RESULT => match serde_json::from_value::<ResultData>(data) {
+                Ok(result) => self.result(result, out),
+                Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            },
+            name::TURN_STOP => match serde_json::from_value::<StopData>(data) {
+                Ok(stop) => self.turn_stop(&stop.stop_reason, out),
+                Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            },
+            _ => notes.push(Note::Dropped(DropKind::UnknownType)),
+        }
+        Ok(())
+    }
+
+    /// Ends the run after the held stop: the terminal events (see the module docs). Without a
+    /// stop (the body ended early) nothing is written; the sequencer reports the truncation.
+    pub fn finish(&mut self, out: &mut Vec<Event>) {
+        let Some(stop) = self.stop.take() else {
+            self.close(out);
+            return;
+        };
+        self.finished = true;
+        self.last_stop = Some(stop.clone());
+        let (thread_id, run_id) = (self.ids.thread_id.clone(), self.ids.run_id.clone());
+        let finished = |result: Option<Value>, outcome: Option<RunOutcome>| {
+            Event::RunFinished(RunFinished {
+                thread_id: thread_id.clone(),
+                run_id: run_id.clone(),
+                result,
+                outcome,
+                usage: None,
+                base: EventBase::default(),
+            })
+        };
+        let error = |message: &str, code: &str| {
+            Event::RunError(RunError {
+                message: message.to_owned(),
+                code: Some(code.to_owned()),
+                usage: None,
+                base: EventBase::default(),
+            })
+        };
+        match stop.reason {
+            StopReason::EndTurn => out.push(finished(None, None)),
+            StopReason::Error => out.push(error(AAP_ERROR_MESSAGE, "AAP_ERROR")),
+            StopReason::MaxTokens | StopReason::Refusal => match self.options.limit_stops {
+                LimitStops::FinishedWithResult => out.push(finished(
+                    Some(json!({"stopReason": stop.reason.as_str()})),
+                    None,
+                )),
+                LimitStops::RunError => out.push(error(
+                    &format!("the agent stopped: {}", stop.reason.as_str()),
+                    stop.reason.as_str(),
+                )),
+            },
+            StopReason::ToolUse => {
+                let outcome = self.pending_outcome(&stop.unresolved, out);
+                out.push(finished(None, Some(outcome)));
+            }
+        }
+    }
+
+    /// The outcome of a `tool_use` stop; writes the confirm calls it offers first.
+    fn pending_outcome(&mut self, unresolved: &[AapCall], out: &mut Vec<Event>) -> RunOutcome {
+        let permissions: Vec<&AapCall> = unresolved
+            .iter()
+            .filter(|c| !c.is_client(&self.options))
+            .collect();
+        if !permissions.is_empty() && self.options.hitl == Hitl::Interrupt {
+            return RunOutcome::Interrupt {
+                interrupts: permissions.iter().map(|c| permission_interrupt(c)).collect(),
+            };
+        }
+        let mut pending = Vec::with_capacity(unresolved.len());
+        for call in unresolved {
+            if call.is_client(&self.options) {
+                pending.push(call.id.clone());
+                continue;
+            }
+            if let Hitl::ConfirmTool(tool) = &self.options.hitl {
+                let confirm = AapCall {
+                    id: format!("{PERMISSION_CONFIRM_PREFIX}{}", call.id),
+                    name: tool.clone(),
+                    input: json!({"action": permission_action(call), "importance": "high"}),
+                    parent: call.parent.clone(),
+                    resolved: false,
+                };
+                self.emit_call(&confirm, out);
+                pending.push(confirm.id);
+            }
+        }
+        RunOutcome::Success {
+            pending_tool_call_ids: (!pending.is_empty()).then_some(pending),
+        }
+    }
+
+    fn turn_stop(&mut self, reason: &str, out: &mut Vec<Event>) {
+        self.close(out);
+        let reason = match reason {
+            "end_turn" => StopReason::EndTurn,
+            "tool_use" => StopReason::ToolUse,
+            "max_tokens" => StopReason::MaxTokens,
+            "refusal" => StopReason::Refusal,
+            // `error`, and any reason v3 does not define.
+            _ => StopReason::Error,
+        };
+        let unresolved = self.calls.iter().filter(|c| !c.resolved).cloned().collect();
+        self.stop = Some(TurnEnd { reason, unresolved });
+    }
+
+    /// Closes what is open; the stop's events come from [`AapReader::finish`].
+    pub fn close(&mut self, out: &mut Vec<Event>) {
+        if let Some((kind, id)) = self.open.take() {
+            close_message(kind, id, out);
+        }
+    }
+
+    fn open_message(&mut self, kind: Kind, out: &mut Vec<Event>) -> String {
+        if let Some((open, id)) = &self.open {
+            if *open == kind {
+                return id.clone();
+            }
+        }
+        self.close(out);
+        let id = self.mint.next(match kind {
+            Kind::Text => 'm',
+            Kind::Reasoning => 'r',
+        });
+        match kind {
+            Kind::Text => {
+                out.push(Event::TextMessageStart(TextMessageStart {
+                    message_id: id.clone(),
+                    role: TextRole::Assistant,
+                    name: None,
+                    base: EventBase::default(),
+                }));
+                self.parent = Some(id.clone());
+                self.outputs
+                    .push(Forwarded::building(id.clone(), Fingerprint::new("assistant")));
+            }
+            Kind::Reasoning => {
+                out.push(Event::ReasoningStart(ReasoningStart {
+                    message_id: id.clone(),
+                    base: EventBase::default(),
+                }));
+                out.push(Event::ReasoningMessageStart(ReasoningMessageStart {
+                    message_id: id.clone(),
+                    role: ReasoningRole::default(),
+                    base: EventBase::default(),
+                }));
+                self.outputs
+                    .push(Forwarded::building(id.clone(), Fingerprint::new("reasoning")));
+            }
+        }
+        self.open = Some((kind, id.clone()));
+        id
+    }
+
+    fn delta(&mut self, kind: Kind, delta: &str, out: &mut Vec<Event>) {
+        if delta.is_empty() {
+            return;
+        }
+        let id = self.open_message(kind, out);
+        self.fingerprint(&id).text(delta);
+        out.push(match kind {
+            Kind::Text => Event::TextMessageContent(TextMessageContent {
+                message_id: id,
+                delta: delta.to_owned(),
+                base: EventBase::default(),
+            }),
+            Kind::Reasoning => Event::ReasoningMessageContent(ReasoningMessageContent {
+                message_id: id,
+                delta: delta.to_owned(),
+                base: EventBase::default(),
+            }),
+        });
+    }
+
+    fn whole(&mut self, kind: Kind, text: &str, out: &mut Vec<Event>) {
+        self.close(out);
+        if text.is_empty() {
+            return;
+        }
+        self.delta(kind, text, out);
+        self.close(out);
+    }
+
+    fn call(&mut self, call: CallData, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        self.close(out);
+        if self.seen_calls.contains(&call.tool_call_id) {
+            notes.push(Note::Dropped(DropKind::DuplicateStart));
+            return;
+        }
+        let parent = match &self.parent {
+            Some(parent) => parent.clone(),
+            None => {
+                let id = self.mint.next('m');
+                self.outputs
+                    .push(Forwarded::building(id.clone(), Fingerprint::new("assistant")));
+                self.parent = Some(id.clone());
+                id
+            }
+        };
+        let call = AapCall {
+            id: call.tool_call_id,
+            name: call.name,
+            input: call.input,
+            parent,
+            resolved: false,
+        };
+        self.seen_calls.push(call.id.clone());
+        self.emit_call(&call, out);
+        self.calls.push(call);
+    }
+
+    /// START, one ARGS with the whole input, END; the call joins its parent's fingerprint.
+    fn emit_call(&mut self, call: &AapCall, out: &mut Vec<Event>) {
+        let args = args_text(&call.input);
+        if !call.id.starts_with(PERMISSION_CONFIRM_PREFIX) {
+            self.fingerprint(&call.parent)
+                .tool_call(&call.id, &call.name, &args);
+        }
+        out.push(Event::ToolCallStart(ToolCallStart {
+            tool_call_id: call.id.clone(),
+            tool_call_name: call.name.clone(),
+            parent_message_id: Some(call.parent.clone()),
+            base: EventBase::default(),
+        }));
+        out.push(Event::ToolCallArgs(ToolCallArgs {
+            tool_call_id: call.id.clone(),
+            delta: args,
+            base: EventBase::default(),
+        }));
+        out.push(Event::ToolCallEnd(ToolCallEnd {
+            tool_call_id: call.id.clone(),
+            base: EventBase::default(),
+        }));
+    }
+
+    fn result(&mut self, result: ResultData, out: &mut Vec<Event>) {
+        self.close(out);
+        if let Some(call) = self.calls.iter_mut().find(|c| c.id == result.tool_call_id) {
+            call.resolved = true;
+        }
+        let content = result_content(&result.content);
+        let id = self.mint.next('t');
+        let mut fingerprint = Fingerprint::new("tool");
+        fingerprint.text(&content.text());
+        self.outputs.push(Forwarded::building(id.clone(), fingerprint));
+        out.push(Event::ToolCallResult(ToolCallResult {
+            message_id: id,
+            tool_call_id: result.tool_call_id,
+            content,
+            role: ToolRole::default(),
+            base: EventBase::default(),
+        }));
+        // The agent's next words are a new assistant message.
+        self.parent = None;
+    }
+
+    /// Replays a `none` body: each assistant message's blocks as message-mode events, each tool
+    /// message as a result, then the stop.
+    fn read_json(&mut self, body: Value, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        let Ok(turn) = serde_json::from_value::<JsonTurn>(body) else {
+            notes.push(Note::Dropped(DropKind::InvalidEvent));
+            return;
+        };
+        for message in turn.messages {
+            match message.get("role").and_then(Value::as_str) {
+                Some("assistant") => {
+                    let content = message
+                        .get("content")
+                        .cloned()
+                        .and_then(|c| serde_json::from_value::<Content>(c).ok());
+                    let blocks = match content {
+                        Some(Content::Text(text)) => vec![Block::Text { text }],
+                        Some(Content::Blocks(blocks)) => blocks,
+                        None => {
+                            notes.push(Note::Dropped(DropKind::InvalidEvent));
+                            continue;
+                        }
+                    };
+                    for block in blocks {
+                        match block {
+                            Block::Text { text } => self.whole(Kind::Text, &text, out),
+                            Block::Thinking { thinking } => {
+                                self.whole(Kind::Reasoning, &thinking, out)
+                            }
+                            Block::ToolUse {
+                                tool_call_id,
+                                name,
+                                input,
+                            } => self.call(
+                                CallData {
+                                    tool_call_id,
+                                    name,
+                                    input: Value::Object(input),
+                                },
+                                out,
+                                notes,
+                            ),
+                            Block::Image { .. } => notes.push(Note::Dropped(DropKind::Lossy)),
+                        }
+                    }
+                }
+                Some("tool") => match serde_json::from_value::<ResultData>(message) {
+                    Ok(result) => self.result(result, out),
+                    Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+                },
+                _ => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            }
+        }
+        self.turn_stop(&turn.stop_reason, out);
+    }
+
+    fn fingerprint(&mut self, id: &str) -> &mut Fingerprint {
+        let at = self
+            .outputs
+            .iter()
+            .rposition(|f| f.id == id)
+            .unwrap_or_else(|| {
+                // Unreachable: every id handed out is recorded first; a fresh entry keeps going.
+                self.outputs
+                    .push(Forwarded::building(id.to_owned(), Fingerprint::new("")));
+                self.outputs.len() - 1
+            });
+        self.outputs[at].fingerprint_mut()
+    }
+}
+
+fn close_message(kind: Kind, id: String, out: &mut Vec<Event>) {
+    match kind {
+        Kind::Text => out.push(Event::TextMessageEnd(TextMessageEnd {
+            message_id: id,
+            base: EventBase::default(),
+        })),
+        Kind::Reasoning => {
+            out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
+                message_id: id.clone(),
+                base: EventBase::default(),
+            }));
+            out.push(Event::ReasoningEnd(ReasoningEnd {
+                message_id: id,
+                base: EventBase::default(),
+            }));
+        }
+    }
+}
+
+/// A call's input as argument text (§5): compact JSON, with the wrappers the gateway itself
+/// writes toward AAP (`{"_raw": s}`, `{"_value": v}`) taken off again.
+pub fn args_text(input: &Value) -> String {
+    if let Value::Object(map) = input {
+        if map.len() == 1 {
+            match (map.get("_raw"), map.get("_value")) {
+                (Some(Value::String(raw)), _) => return raw.clone(),
+                (_, Some(value)) => return value.to_string(),
+                _ => {}
+            }
+        }
+    }
+    input.to_string()
+}
+
+/// A tool result's content: a string, or parts when it holds images (`aap.tool_result_parts`
+/// `auto`); blocks that cannot be parts fall back to their text.
+fn result_content(content: &Content) -> MessageContent {
+    content_from_aap(content, "content", true).unwrap_or_else(|_| {
+        let Content::Blocks(blocks) = content else {
+            return MessageContent::Text(String::new());
+        };
+        let text: Vec<String> = blocks
+            .iter()
+            .map(|b| match b {
+                Block::Text { text } => text.clone(),
+                Block::Thinking { thinking } => thinking.clone(),
+                other => serde_json::to_string(other).unwrap_or_default(),
+            })
+            .collect();
+        MessageContent::Text(text.join("\n"))
+    })
+}
+
+/// The confirm call's `action` for a permission (§6.1).
+fn permission_action(call: &AapCall) -> String {
+    let args = call.input.to_string();
+    let quoted: String = args.chars().take(ACTION_ARGS_CHARS).collect();
+    format!("Run tool \"{}\" with arguments {quoted}", call.name)
+}
+
+/// The interrupt asking for a permission (§6.2 A1).
+fn permission_interrupt(call: &AapCall) -> Interrupt {
+    Interrupt {
+        id: format!("{PERMISSION_INTERRUPT_PREFIX}{}", call.id),
+        reason: "tool_call".into(),
+        message: Some(format!("Allow {}?", call.name)),
+        tool_call_id: Some(call.id.clone()),
+        response_schema: Some(json!({
+            "type": "object",
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"}
+            },
+            "required": ["approved"]
+        })),
+        expires_at: None,
+        metadata: None::<Map<String, Value>>,
+        subagent_run_id: None,
+    }
+}
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

@@ -1,0 +1,748 @@
+//! The gateway as an AAP client, the pure part (`translation.md` §4.3, §6.2 A1–A3): what an
+//! AG-UI (or HAI) run becomes toward an AAP agent that keeps its own history.
+//!
+//! AG-UI clients resend the whole conversation on every run; an AAP agent must see each message
+//! exactly once. A [`ThreadRecord`] per thread remembers which AG-UI messages the agent has
+//! seen (by id, with a [`Fingerprint`] of their content), the tools and options last sent, and
+//! the calls the last turn stopped on. [`plan`] compares a run's input with it:
+//!
+//! - the new input is the user and tool messages after the last message the agent saw;
+//! - an edited history (a seen message changed, the latest seen message gone, an assistant
+//!   message the agent never wrote) is a divergence: the run starts a new session seeded with
+//!   the history ([`SessionPlan::Create`]), or is refused (`aap.history_divergence = reject`);
+//! - answers to a `tool_use` stop must all come together: client results as tool messages,
+//!   permissions as confirm-call answers (`confirm:perm:<id>`) or `resume` entries
+//!   (`perm:<id>`), which become `tool_permission` messages;
+//! - answers go first, in one turn; the user's new messages follow in a second turn of the same
+//!   run, only if the first ended `end_turn`.
+//!
+//! The confirm calls and their answers never reach the agent.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::history::to_aap;
+use super::read::{Hitl, PERMISSION_CONFIRM_PREFIX, PERMISSION_INTERRUPT_PREFIX};
+use super::types::{AapMessage, ServerToolRef, StreamMode, ToolSpec};
+use crate::error::{ErrorCode, Failure};
+use crate::event::{
+    ContentPart, MediaPart, Message, MessageContent, PartSource, ResumeStatus, RunAgentInput,
+    Tool,
+};
+use crate::translate::confirm::parse_granted;
+use crate::translate::transcript::{args_object, remove_calls};
+
+/// Every synthetic confirm call starts so (`confirm:perm:`, `confirm:intr:`).
+const CONFIRM_PREFIX: &str = "confirm:";
+/// The denial reason when a client edits a call's arguments while approving it.
+const EDITED_ARGS: &str = "edited arguments are not supported";
+
+/// Parses one of a policy's words, or says which were expected.
+fn word<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
+    words
+        .iter()
+        .find(|(w, _)| *w == s)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
+            format!("unknown value {s:?} (expected {})", names.join(", "))
+        })
+}
+
+/// How permissions reach the client (`hitl.style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HitlStyle {
+    /// The confirm tool when the client declared it; else an interrupt for AG-UI 1.0 clients;
+    /// else the client cannot be asked.
+    #[default]
+    Auto,
+    Interrupt,
+    ConfirmTool,
+}
+
+impl std::str::FromStr for HitlStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        word(
+            s,
+            &[
+                ("auto", HitlStyle::Auto),
+                ("interrupt", HitlStyle::Interrupt),
+                ("confirm_tool", HitlStyle::ConfirmTool),
+            ],
+        )
+    }
+}
+
+/// What the gateway answers for a client that cannot be asked (`hitl.unconfirmable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unconfirmable {
+    /// Fail closed: deny, and let the agent go on.
+    #[default]
+    Deny,
+    Grant,
+    /// End the run with `CONFIRMATION_UNAVAILABLE`.
+    Error,
+}
+
+impl std::str::FromStr for Unconfirmable {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        word(
+            s,
+            &[
+                ("deny", Unconfirmable::Deny),
+                ("grant", Unconfirmable::Grant),
+                ("error", Unconfirmable::Error),
+            ],
+        )
+    }
+}
+
+/// Which stream mode turns ask for (`aap.stream_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamChoice {
+    /// The best the agent declares: delta, then message, then none.
+    #[default]
+    Auto,
+    Fixed(StreamMode),
+}
+
+impl std::str::FromStr for StreamChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        word(
+            s,
+            &[
+                ("auto", StreamChoice::Auto),
+                ("delta", StreamChoice::Fixed(StreamMode::Delta)),
+                ("message", StreamChoice::Fixed(StreamMode::Message)),
+                ("none", StreamChoice::Fixed(StreamMode::None)),
+            ],
+        )
+    }
+}
+
+/// Resolves the permission style for one request (`translation.md` §0.1 `hitl.style`).
+pub fn resolve_hitl(style: HitlStyle, confirm_tool: &str, input: &RunAgentInput, agui: bool) -> Hitl {
+    let declared = input.tools.iter().any(|t| t.name == confirm_tool);
+    let interrupts = agui
+        && input
+            .protocol_version
+            .as_deref()
+            .is_some_and(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()).unwrap_or(0) >= 1);
+    match style {
+        HitlStyle::ConfirmTool => Hitl::ConfirmTool(confirm_tool.to_owned()),
+        HitlStyle::Interrupt => Hitl::Interrupt,
+        HitlStyle::Auto if declared => Hitl::ConfirmTool(confirm_tool.to_owned()),
+        HitlStyle::Auto if interrupts => Hitl::Interrupt,
+        HitlStyle::Auto => Hitl::Unconfirmable,
+    }
+}
+
+/// A stable 64-bit FNV-1a hash of a message's role, text and tool calls, fed incrementally so
+/// the reader can fingerprint a message while it streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    pub fn new(role: &str) -> Fingerprint {
+        let mut f = Fingerprint(Self::OFFSET);
+        f.bytes(role.as_bytes());
+        f.bytes(&[0xff]);
+        f
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    /// More of the message's text.
+    pub fn text(&mut self, text: &str) {
+        self.bytes(text.as_bytes());
+    }
+
+    /// One of the message's tool calls (after all its text).
+    pub fn tool_call(&mut self, id: &str, name: &str, arguments: &str) {
+        self.bytes(&[0xfe]);
+        self.bytes(id.as_bytes());
+        self.bytes(&[0xff]);
+        self.bytes(name.as_bytes());
+        self.bytes(&[0xff]);
+        self.bytes(arguments.as_bytes());
+    }
+
+    /// The fingerprint of a whole message; synthetic confirm calls do not count.
+    pub fn of(message: &Message) -> Fingerprint {
+        let (role, text) = match message {
+            Message::User(m) => ("user", m.content.text()),
+            Message::Assistant(m) => ("assistant", m.content.clone().unwrap_or_default()),
+            Message::System(m) => ("system", m.content.clone()),
+            Message::Developer(m) => ("developer", m.content.clone()),
+            Message::Tool(m) => ("tool", m.content.text()),
+            Message::Reasoning(m) => ("reasoning", m.content.clone()),
+            Message::Activity(_) => ("activity", String::new()),
+        };
+        let mut f = Fingerprint::new(role);
+        f.text(&text);
+        if let Message::Assistant(m) = message {
+            for call in m.tool_calls.iter().flatten() {
+                if !call.id.starts_with(CONFIRM_PREFIX) {
+                    f.tool_call(&call.id, &call.function.name, &call.function.arguments);
+                }
+            }
+        }
+        f
+    }
+}
+
+/// A message the agent has seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarded {
+    pub id: String,
+    fingerprint: Fingerprint,
+    /// A reasoning message: clients may leave these out of the history they send back.
+    optional: bool,
+}
+
+impl Forwarded {
+    /// An entry whose fingerprint is still being fed (the reader's outputs).
+    pub fn building(id: String, fingerprint: Fingerprint) -> Forwarded {
+        let optional = fingerprint == Fingerprint::new("reasoning");
+        Forwarded {
+            id,
+            fingerprint,
+            optional,
+        }
+    }
+
+    pub fn of(message: &Message) -> Forwarded {
+        Forwarded {
+            id: message.id().to_owned(),
+            fingerprint: Fingerprint::of(message),
+            optional: matches!(message, Message::Reasoning(_)),
+        }
+    }
+
+    pub fn fingerprint_mut(&mut self) -> &mut Fingerprint {
+        &mut self.fingerprint
+    }
+}
+
+/// A call the agent's last turn stopped on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    /// A tool the client runs; otherwise a permission request.
+    pub client: bool,
+    /// A permission the gateway already answered for a client that cannot be asked (A3); sent
+    /// with the client's results.
+    pub held: Option<(bool, Option<String>)>,
+}
+
+/// What the gateway remembers of one AG-UI thread in front of an AAP agent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ThreadRecord {
+    pub session_id: String,
+    pub agent: String,
+    /// Messages the agent has seen, in order.
+    pub forwarded: Vec<Forwarded>,
+    /// Client tools as last sent.
+    pub tools: Vec<ToolSpec>,
+    /// Server tools as last sent.
+    pub server_tools: Vec<ServerToolRef>,
+    /// Options as last sent.
+    pub options: Map<String, Value>,
+    pub pending: Vec<PendingCall>,
+}
+
+/// What the agent accepts in user content (`capabilities.image`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImageCaps {
+    pub http: bool,
+    pub data: bool,
+}
+
+/// The run's policies that shape the requests (`[routes.aap_upstream]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanOptions {
+    /// The confirm tool's name: never declared to the agent.
+    pub confirm_tool: String,
+    /// Start a new session on an edited history (`fork`) rather than refuse the run.
+    pub fork_on_divergence: bool,
+    /// Send the run's `context` as a system message when a session is created.
+    pub context_as_system: bool,
+    pub images: ImageCaps,
+    /// Server tools and options when the run's `forwardedProps.aap` names none.
+    pub default_server_tools: Option<Vec<ServerToolRef>>,
+    pub default_options: Map<String, Value>,
+}
+
+/// Where the run's turns go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionPlan {
+    /// The thread's session.
+    Existing,
+    /// A new session with this seed; `divergence` says why the old one was left, if any.
+    Create {
+        seed: Vec<AapMessage>,
+        seed_ids: Vec<Forwarded>,
+        divergence: Option<String>,
+    },
+}
+
+/// The requests of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    pub session: SessionPlan,
+    /// Tool results and permissions, in pending order: the first turn, when any.
+    pub answers: Vec<AapMessage>,
+    /// The user's new messages: a turn of their own, after the answers' turn ended `end_turn`.
+    pub users: Vec<AapMessage>,
+    /// The AG-UI messages the answers and the user turn carry.
+    pub answer_ids: Vec<Forwarded>,
+    pub user_ids: Vec<Forwarded>,
+    /// The full state the record takes once the turn is accepted.
+    pub tools: Vec<ToolSpec>,
+    pub server_tools: Vec<ServerToolRef>,
+    pub options: Map<String, Value>,
+    /// What changed since the record (`None`: send nothing).
+    pub tools_changed: bool,
+    pub server_tools_changed: bool,
+    pub options_changed: Map<String, Value>,
+    /// The seed of a replacement session, should the agent have lost this one.
+    pub recreate_seed: Vec<AapMessage>,
+    pub recreate_ids: Vec<Forwarded>,
+}
+
+impl RunPlan {
+    /// Nothing to send: the run finishes at once.
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty() && self.users.is_empty()
+    }
+}
+
+/// Client tools as AAP tool specs, the confirm tool left out (`title` from `metadata.aap.title`).
+pub fn tool_specs(tools: &[Tool], confirm_tool: &str) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .filter(|t| t.name != confirm_tool)
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            title: t
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("aap"))
+                .and_then(|a| a.get("title"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            description: t.description.clone(),
+            parameters: t
+                .parameters
+                .clone()
+                .unwrap_or_else(super::types::empty_schema),
+        })
+        .collect()
+}
+
+/// An answer the client gave to a permission.
+struct Verdict {
+    call_id: String,
+    granted: bool,
+    reason: Option<String>,
+}
+
+/// Plans one run; see the module docs. `record` is the thread's, if the agent has a session.
+pub fn plan(
+    record: Option<&ThreadRecord>,
+    input: &RunAgentInput,
+    options: &PlanOptions,
+) -> Result<RunPlan, Failure> {
+    // The confirm calls leave the history; their answers become verdicts.
+    let mut messages = input.messages.clone();
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    for message in &messages {
+        if let Message::Tool(tool) = message {
+            if let Some(call_id) = tool.tool_call_id.strip_prefix(PERMISSION_CONFIRM_PREFIX) {
+                let verdict = parse_granted(&Value::String(tool.content.text()));
+                verdicts.push(Verdict {
+                    call_id: call_id.to_owned(),
+                    granted: verdict.is_ok(),
+                    reason: verdict.err().flatten(),
+                });
+            }
+        }
+    }
+    let answered_confirms: Vec<String> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool(t) if t.tool_call_id.starts_with(CONFIRM_PREFIX) => Some(t.id.clone()),
+            _ => None,
+        })
+        .collect();
+    remove_calls(&mut messages, |id| id.starts_with(CONFIRM_PREFIX));
+    for entry in input.resume.iter().flatten() {
+        if let Some(call_id) = entry.interrupt_id.strip_prefix(PERMISSION_INTERRUPT_PREFIX) {
+            let payload = entry.payload.clone().unwrap_or(Value::Null);
+            let (granted, reason) = if entry.status == ResumeStatus::Cancelled {
+                (false, None)
+            } else if payload.get("editedArgs").is_some() {
+                (false, Some(EDITED_ARGS.to_owned()))
+            } else {
+                let verdict = parse_granted(&payload);
+                (verdict.is_ok(), verdict.err().flatten())
+            };
+            verdicts.push(Verdict {
+                call_id: call_id.to_owned(),
+                granted,
+                reason,
+            });
+        }
+    }
+    gate_media(&mut messages, options.images);
+
+    // Where the new input starts, and the session it goes to.
+    let (session, start) = match record {
+        None => (None, trailing_input(&messages)),
+        Some(record) => match diverged(record, &messages, input) {
+            Ok(start) => (Some(record), start),
+            Err(why) if options.fork_on_divergence => {
+                return plan_create(input, &messages, verdicts, options, Some(why));
+            }
+            Err(why) => {
+                return Err(Failure::new(
+                    ErrorCode::HistoryDiverged,
+                    format!("the history differs from what the agent has seen: {why}"),
+                ))
+            }
+        },
+    };
+    match session {
+        None => plan_create(input, &messages, verdicts, options, None),
+        Some(record) => {
+            let (seed, seed_ids) = seed(input, &messages[..start], false);
+            let mut plan = turns(
+                &messages[start..],
+                verdicts,
+                &record.pending,
+                options,
+                input,
+                Some(record),
+            )?;
+            plan.recreate_seed = seed;
+            plan.recreate_ids = seed_ids;
+            // Answers of the confirm calls count as seen with the rest of the input.
+            for id in answered_confirms {
+                if !record.forwarded.iter().any(|f| f.id == id) {
+                    plan.answer_ids.push(Forwarded {
+                        id,
+                        fingerprint: Fingerprint::new("tool"),
+                        optional: true,
+                    });
+                }
+            }
+            Ok(plan)
+        }
+    }
+}
+
+/// A run that starts a session: the history before the trailing input is the seed.
+fn plan_create(
+    input: &RunAgentInput,
+    messages: &[Message],
+    verdicts: Vec<Verdict>,
+    options: &PlanOptions,
+    divergence: Option<String>,
+) -> Result<RunPlan, Failure> {
+    let start = trailing_input(messages);
+    let (seed, seed_ids) = seed(input, &messages[..start], options.context_as_system);
+    let mut plan = turns(&messages[start..], verdicts, &[], options, input, None)?;
+    plan.recreate_seed = seed.clone();
+    plan.recreate_ids = seed_ids.clone();
+    plan.session = SessionPlan::Create {
+        seed,
+        seed_ids,
+        divergence,
+    };
+    Ok(plan)
+}
+
+/// The index where the trailing run of user and tool messages starts.
+fn trailing_input(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| !matches!(m, Message::User(_) | Message::Tool(_)))
+        .map_or(0, |i| i + 1)
+}
+
+/// A session's seed: the history as AAP messages, with the run's context first when asked.
+fn seed(
+    input: &RunAgentInput,
+    history: &[Message],
+    with_context: bool,
+) -> (Vec<AapMessage>, Vec<Forwarded>) {
+    let mut seed = Vec::new();
+    if with_context && !input.context.is_empty() {
+        let lines: Vec<String> = input
+            .context
+            .iter()
+            .map(|c| format!("{}: {}", c.description, c.value))
+            .collect();
+        seed.push(AapMessage::System {
+            content: lines.join("\n"),
+        });
+    }
+    seed.extend(to_aap(history, &|call| {
+        (
+            call.function.name.clone(),
+            args_object(&call.function.arguments),
+        )
+    }));
+    (seed, history.iter().map(Forwarded::of).collect())
+}
+
+/// Checks the history against what the agent has seen; the index where the new input starts,
+/// or why it diverged.
+fn diverged(
+    record: &ThreadRecord,
+    messages: &[Message],
+    input: &RunAgentInput,
+) -> Result<usize, String> {
+    if let Some(parent) = &input.parent_run_id {
+        return Err(format!("the run branches from run {parent}"));
+    }
+    let seen: HashMap<&str, &Forwarded> = record
+        .forwarded
+        .iter()
+        .map(|f| (f.id.as_str(), f))
+        .collect();
+    let last_seen = messages
+        .iter()
+        .rposition(|m| seen.contains_key(m.id()));
+    if let Some(latest) = record.forwarded.iter().rev().find(|f| !f.optional) {
+        if !messages.iter().any(|m| m.id() == latest.id) {
+            return Err(format!(
+                "the latest message the agent saw ({}) is gone",
+                latest.id
+            ));
+        }
+    }
+    let start = last_seen.map_or(0, |i| i + 1);
+    for message in &messages[..start] {
+        match seen.get(message.id()) {
+            None => {
+                return Err(format!(
+                    "message {} was inserted into the history",
+                    message.id()
+                ))
+            }
+            Some(f) if f.fingerprint != Fingerprint::of(message) => {
+                return Err(format!("message {} was edited", message.id()))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(m) = messages[start..]
+        .iter()
+        .find(|m| !matches!(m, Message::User(_) | Message::Tool(_)))
+    {
+        return Err(format!(
+            "the {} message {} was not written by the agent",
+            role(m),
+            m.id()
+        ));
+    }
+    Ok(start)
+}
+
+fn role(message: &Message) -> &'static str {
+    match message {
+        Message::User(_) => "user",
+        Message::Assistant(_) => "assistant",
+        Message::System(_) => "system",
+        Message::Developer(_) => "developer",
+        Message::Tool(_) => "tool",
+        Message::Reasoning(_) => "reasoning",
+        Message::Activity(_) => "activity",
+    }
+}
+
+/// The turns of the new input: answers (checked against the pending calls), then users; and
+/// the tools and options to send.
+fn turns(
+    new: &[Message],
+    verdicts: Vec<Verdict>,
+    pending: &[PendingCall],
+    options: &PlanOptions,
+    input: &RunAgentInput,
+    record: Option<&ThreadRecord>,
+) -> Result<RunPlan, Failure> {
+    let mut results: Vec<(&str, &Message)> = Vec::new();
+    let mut users: Vec<&Message> = Vec::new();
+    for message in new {
+        match message {
+            Message::Tool(t) => results.push((t.tool_call_id.as_str(), message)),
+            _ => users.push(message),
+        }
+    }
+    let convert = |messages: &[&Message]| -> Vec<AapMessage> {
+        let owned: Vec<Message> = messages.iter().map(|m| (*m).clone()).collect();
+        to_aap(&owned, &|call| {
+            (
+                call.function.name.clone(),
+                args_object(&call.function.arguments),
+            )
+        })
+    };
+    let mut answers: Vec<AapMessage> = Vec::new();
+    let mut answer_ids: Vec<Forwarded> = Vec::new();
+    let mut verdicts = verdicts;
+    if !pending.is_empty() {
+        let mut missing = Vec::new();
+        for call in pending {
+            if call.client {
+                match results.iter().position(|(id, _)| *id == call.id) {
+                    Some(at) => {
+                        let (_, message) = results.remove(at);
+                        answers.extend(convert(&[message]));
+                        answer_ids.push(Forwarded::of(message));
+                    }
+                    None => missing.push(call.id.clone()),
+                }
+            } else if let Some(at) = verdicts.iter().position(|v| v.call_id == call.id) {
+                let v = verdicts.remove(at);
+                answers.push(permission(v.call_id, v.granted, v.reason));
+            } else if let Some((granted, reason)) = &call.held {
+                answers.push(permission(call.id.clone(), *granted, reason.clone()));
+            } else {
+                missing.push(call.id.clone());
+            }
+        }
+        if !missing.is_empty() {
+            return Err(Failure::new(
+                ErrorCode::IncompleteToolResults,
+                format!(
+                    "the agent waits for every result and permission of its last stop at once; missing: {}",
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(v) = verdicts.first() {
+        if record.is_some() {
+            return Err(Failure::new(
+                ErrorCode::UnknownToolCall,
+                format!("no permission request {} is pending", v.call_id),
+            ));
+        }
+    }
+    // Without a pending table (a first contact), answers go as they are.
+    for v in verdicts {
+        answers.push(permission(v.call_id, v.granted, v.reason));
+    }
+    for (_, message) in results {
+        answers.extend(convert(&[message]));
+        answer_ids.push(Forwarded::of(message));
+    }
+    let user_messages = convert(&users);
+    let user_ids = users.iter().map(|m| Forwarded::of(m)).collect();
+
+    let tools = tool_specs(&input.tools, &options.confirm_tool);
+    let aap = input
+        .forwarded_props
+        .as_ref()
+        .and_then(|p| p.get("aap"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let server_tools = aap
+        .get("tools")
+        .and_then(|t| serde_json::from_value::<Vec<ServerToolRef>>(t.clone()).ok())
+        .or_else(|| options.default_server_tools.clone())
+        .unwrap_or_default();
+    let mut all_options = options.default_options.clone();
+    if let Some(Value::Object(given)) = aap.get("options") {
+        for (k, v) in given {
+            let v = match v {
+                Value::String(s) => Value::String(s.clone()),
+                other => Value::String(other.to_string()),
+            };
+            all_options.insert(k.clone(), v);
+        }
+    }
+    // A redacted value read back from a session listing is never a value to send.
+    all_options.retain(|_, v| v.as_str() != Some(super::REDACTED));
+    let (tools_changed, server_tools_changed, options_changed) = match record {
+        Some(r) => (
+            r.tools != tools,
+            r.server_tools != server_tools,
+            all_options
+                .iter()
+                .filter(|(k, v)| r.options.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        None => (true, true, all_options.clone()),
+    };
+    Ok(RunPlan {
+        session: SessionPlan::Existing,
+        answers,
+        users: user_messages,
+        answer_ids,
+        user_ids,
+        tools,
+        server_tools,
+        options: all_options,
+        tools_changed,
+        server_tools_changed,
+        options_changed,
+        recreate_seed: Vec::new(),
+        recreate_ids: Vec::new(),
+    })
+}
+
+fn permission(call_id: String, granted: bool, reason: Option<String>) -> AapMessage {
+    AapMessage::ToolPermission {
+        tool_call_id: call_id,
+        granted,
+        reason: if granted { None } else { reason },
+    }
+}
+
+/// Drops the media the agent cannot take from user and tool content (`capabilities.image`;
+/// audio, video, documents and `file` sources always).
+fn gate_media(messages: &mut [Message], images: ImageCaps) {
+    let keep = |part: &ContentPart| match part {
+        ContentPart::Text(_) => true,
+        ContentPart::Image(MediaPart { source, .. }) => match source {
+            PartSource::Url { value, .. } => images.http && value.starts_with("https://"),
+            PartSource::Data { .. } => images.data,
+            _ => false,
+        },
+        _ => false,
+    };
+    for message in messages {
+        let content = match message {
+            Message::User(m) => &mut m.content,
+            Message::Tool(m) => &mut m.content,
+            _ => continue,
+        };
+        if let MessageContent::Parts(parts) = content {
+            parts.retain(keep);
+            if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+                *content = MessageContent::Text(content.text());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "upstream_tests.rs"]
+mod tests;
