@@ -148,6 +148,32 @@ tool_content = "text"
 }
 
 #[test]
+fn aap_upstream_tables_are_read_and_checked() {
+    let config = file(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/v1\"\nupstream_dialect = \"aap\"\n[routes.aap_upstream]\nagent = \"support\"\nstream_mode = \"message\"\nhitl = \"interrupt\"\nunconfirmable = \"error\"\nhistory_divergence = \"reject\"\non_session_lost = \"error\"\ncontext = \"drop\"\nlimit_stops = \"run_error\"\napi_key = \"k\"\noptions = { model = \"fast\" }\ntools = [{ name = \"web_fetch\", trust = true }]\n",
+    )
+    .unwrap();
+    let up = config.routes[0].aap_upstream.as_ref().unwrap();
+    assert_eq!(up.agent.as_deref(), Some("support"));
+    assert!(!up.fork_on_divergence && !up.recreate_lost_sessions && !up.context_as_system);
+    assert_eq!(up.api_key.as_deref(), Some("k"));
+    assert_eq!(up.options["model"], "fast");
+    assert_eq!(up.tools.as_ref().unwrap()[0].name, "web_fetch");
+    let err = file(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/v1\"\nupstream_dialect = \"aap\"\n[routes.aap_upstream]\nstream_mode = \"fast\"\nhistory_divergence = \"maybe\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("stream_mode") && err.contains("history_divergence"), "{err}");
+    let err = file(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/v1\"\n[routes.aap_upstream]\nagent = \"x\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("aap_upstream"), "{err}");
+}
+
+#[test]
 fn unknown_keys_and_missing_routes_are_errors() {
     let err = file("listen = \"127.0.0.1:1\"\nlisten_port = 3\n")
         .unwrap_err()
@@ -164,8 +190,21 @@ fn unknown_keys_and_missing_routes_are_errors() {
 fn dialect_pairs_not_built_yet_are_refused_clearly() {
     let mut o = flags("http://x:1/");
     o.upstream_dialect = Some("aap".into());
+    o.client = Some("aap".into());
+    o.agent_name = Some("demo".into());
     let err = load(None, &o).unwrap_err().to_string();
     assert!(err.contains("not supported by this build"), "{err}");
+    // AG-UI and HAI clients in front of an AAP agent, which `--agent-name` names.
+    for client in ["ag-ui", "hai"] {
+        let mut o = flags("http://x:1/v1");
+        o.client = Some(client.into());
+        o.upstream_dialect = Some("aap".into());
+        o.agent_name = Some("support".into());
+        let config = load(None, &o).unwrap_or_else(|e| panic!("{client}: {e}"));
+        let up = config.routes[0].aap_upstream.as_ref().unwrap();
+        assert_eq!(up.agent.as_deref(), Some("support"));
+        assert!(up.fork_on_divergence && up.recreate_lost_sessions);
+    }
     // An AAP face needs its agent's name.
     let mut o = flags("http://x:1/");
     o.client = Some("aap".into());

@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod aap;
+pub mod aap_agent;
 pub mod client;
 pub mod gateway;
 pub mod hai;
