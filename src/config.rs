@@ -752,7 +752,13 @@ fn aap_agent(
 }
 
 /// One of two words, as a flag.
-fn either(p: &mut Problems, key: &str, value: &Option<Spanned<String>>, yes: &str, no: &str) -> bool {
+fn either(
+    p: &mut Problems,
+    key: &str,
+    value: &Option<Spanned<String>>,
+    yes: &str,
+    no: &str,
+) -> bool {
     match value {
         None => true,
         Some(v) if v.get_ref() == yes => true,
@@ -768,16 +774,41 @@ fn either(p: &mut Problems, key: &str, value: &Option<Spanned<String>>, yes: &st
     }
 }
 
-fn aap_upstream(p: &mut Problems, prefix: &str, raw: &RawAapUpstream, agent: Option<String>) -> AapUpstream {
+fn aap_upstream(
+    p: &mut Problems,
+    prefix: &str,
+    raw: &RawAapUpstream,
+    agent: Option<String>,
+) -> AapUpstream {
     let mut up = AapUpstream {
-        agent: agent.or_else(|| raw.agent.clone()).filter(|a| !a.trim().is_empty()),
+        agent: agent
+            .or_else(|| raw.agent.clone())
+            .filter(|a| !a.trim().is_empty()),
         stream_mode: parsed(p, &format!("{prefix}stream_mode"), &raw.stream_mode),
         hitl: parsed(p, &format!("{prefix}hitl"), &raw.hitl),
         unconfirmable: parsed(p, &format!("{prefix}unconfirmable"), &raw.unconfirmable),
         limit_stops: parsed(p, &format!("{prefix}limit_stops"), &raw.limit_stops),
-        fork_on_divergence: either(p, &format!("{prefix}history_divergence"), &raw.history_divergence, "fork", "reject"),
-        recreate_lost_sessions: either(p, &format!("{prefix}on_session_lost"), &raw.on_session_lost, "recreate", "error"),
-        context_as_system: either(p, &format!("{prefix}context"), &raw.context, "seed_system", "drop"),
+        fork_on_divergence: either(
+            p,
+            &format!("{prefix}history_divergence"),
+            &raw.history_divergence,
+            "fork",
+            "reject",
+        ),
+        recreate_lost_sessions: either(
+            p,
+            &format!("{prefix}on_session_lost"),
+            &raw.on_session_lost,
+            "recreate",
+            "error",
+        ),
+        context_as_system: either(
+            p,
+            &format!("{prefix}context"),
+            &raw.context,
+            "seed_system",
+            "drop",
+        ),
         api_key: raw.api_key.clone(),
         options: raw
             .options
@@ -788,7 +819,11 @@ fn aap_upstream(p: &mut Problems, prefix: &str, raw: &RawAapUpstream, agent: Opt
     };
     if let Some(tool) = &raw.confirm_tool {
         if tool.get_ref().trim().is_empty() {
-            p.at(tool.span(), &format!("{prefix}confirm_tool"), "must not be empty".into());
+            p.at(
+                tool.span(),
+                &format!("{prefix}confirm_tool"),
+                "must not be empty".into(),
+            );
         } else {
             up.confirm_tool = tool.get_ref().clone();
         }

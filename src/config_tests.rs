@@ -164,7 +164,10 @@ fn aap_upstream_tables_are_read_and_checked() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("stream_mode") && err.contains("history_divergence"), "{err}");
+    assert!(
+        err.contains("stream_mode") && err.contains("history_divergence"),
+        "{err}"
+    );
     let err = file(
         "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/v1\"\n[routes.aap_upstream]\nagent = \"x\"\n",
     )

@@ -128,7 +128,13 @@ impl Link {
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let response = self
             .client
-            .send(method, &self.uri(path)?, headers, body, self.headers_timeout)
+            .send(
+                method,
+                &self.uri(path)?,
+                headers,
+                body,
+                self.headers_timeout,
+            )
             .await?;
         read_json(response.into_body(), JSON_LIMIT, self.headers_timeout, path).await
     }
@@ -426,7 +432,9 @@ async fn first_turn(
     }
     let opened = match link.turn(&record.session_id, &turn).await {
         Err(f) if f.code == ErrorCode::UpstreamHttp(404) && config.recreate_lost_sessions => {
-            let id = link.create_session(&create(plan.recreate_seed.clone())).await?;
+            let id = link
+                .create_session(&create(plan.recreate_seed.clone()))
+                .await?;
             tracing::warn!(
                 lost_session_id = %record.session_id,
                 session_id = %id,
@@ -462,7 +470,11 @@ async fn first_turn(
     let mut s = lock(&state);
     s.lease = Some(lease);
     s.record = record;
-    s.stage = if users_now { Stage::Users } else { Stage::First };
+    s.stage = if users_now {
+        Stage::Users
+    } else {
+        Stage::First
+    };
     s.mode = mode;
     s.plan = Some(plan);
     Ok(opened)
@@ -474,9 +486,7 @@ fn changes(plan: &RunPlan, turn: &mut TurnRequest) {
         turn.tools = Some(plan.tools.clone());
     }
     let agent = AgentOverrides {
-        tools: plan
-            .server_tools_changed
-            .then(|| plan.server_tools.clone()),
+        tools: plan.server_tools_changed.then(|| plan.server_tools.clone()),
         options: (!plan.options_changed.is_empty()).then(|| plan.options_changed.clone()),
     };
     if agent.tools.is_some() || agent.options.is_some() {
@@ -546,10 +556,8 @@ impl Continuation for Driver {
         if stop.reason != StopReason::ToolUse || options.hitl != Hitl::Unconfirmable {
             return Next::End;
         }
-        let (permissions, client): (Vec<&AapCall>, Vec<&AapCall>) = stop
-            .unresolved
-            .iter()
-            .partition(|c| !c.is_client(&options));
+        let (permissions, client): (Vec<&AapCall>, Vec<&AapCall>) =
+            stop.unresolved.iter().partition(|c| !c.is_client(&options));
         if permissions.is_empty() {
             return Next::End;
         }
@@ -573,7 +581,10 @@ impl Continuation for Driver {
         };
         if !client.is_empty() || auto > MAX_AUTO_TURNS {
             // The client still owes results: the verdicts wait for them.
-            s.held = permissions.iter().map(|c| (c.id.clone(), granted)).collect();
+            s.held = permissions
+                .iter()
+                .map(|c| (c.id.clone(), granted))
+                .collect();
             return Next::End;
         }
         tracing::info!(
@@ -586,8 +597,7 @@ impl Continuation for Driver {
             .map(|c| AapMessage::ToolPermission {
                 tool_call_id: c.id.clone(),
                 granted,
-                reason: (!granted)
-                    .then(|| "the user could not be asked for permission".to_owned()),
+                reason: (!granted).then(|| "the user could not be asked for permission".to_owned()),
             })
             .collect();
         s.stage = Stage::Auto(auto);

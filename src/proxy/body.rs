@@ -58,7 +58,8 @@ pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub type EndHook = Box<dyn FnOnce(&mut Pipeline) + Send>;
 
 /// A request being opened: the upstream body and its framing, or why it could not be had.
-pub type OpenFuture = Pin<Box<dyn Future<Output = Result<(UpstreamBody, Framing), Failure>> + Send>>;
+pub type OpenFuture =
+    Pin<Box<dyn Future<Output = Result<(UpstreamBody, Framing), Failure>> + Send>>;
 
 /// What follows an upstream turn's stop.
 pub enum Next {
@@ -124,7 +125,14 @@ impl TranslatingBody {
         span: Span,
         record: StreamRecord,
     ) -> Self {
-        Self::with_source(Source::Body(upstream), pipeline, timers, drain, span, record)
+        Self::with_source(
+            Source::Body(upstream),
+            pipeline,
+            timers,
+            drain,
+            span,
+            record,
+        )
     }
 
     /// A body whose upstream request is still to be made by `open`; `continuation` decides
@@ -138,7 +146,8 @@ impl TranslatingBody {
         span: Span,
         record: StreamRecord,
     ) -> Self {
-        let mut body = Self::with_source(Source::Opening(open), pipeline, timers, drain, span, record);
+        let mut body =
+            Self::with_source(Source::Opening(open), pipeline, timers, drain, span, record);
         body.continuation = Some(continuation);
         body
     }

@@ -449,7 +449,11 @@ impl Gateway {
     fn stream_parts(
         &self,
         route: &Route,
-    ) -> (StreamTimers, DrainSignal, crate::telemetry::metrics::StreamRecord) {
+    ) -> (
+        StreamTimers,
+        DrainSignal,
+        crate::telemetry::metrics::StreamRecord,
+    ) {
         let timers = StreamTimers {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,

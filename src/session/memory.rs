@@ -193,7 +193,8 @@ impl Store for MemoryStore {
         if entry.record.is_none() {
             // A run that never reached the agent leaves nothing behind.
             drop(entry);
-            self.threads.remove_if(key, |_, e| !e.running && e.record.is_none());
+            self.threads
+                .remove_if(key, |_, e| !e.running && e.record.is_none());
         }
     }
 }

@@ -111,7 +111,7 @@ pub struct AapCall {
 impl AapCall {
     /// The client runs it (`name` is one of its tools); otherwise it awaits permission.
     pub fn is_client(&self, options: &ReadOptions) -> bool {
-        options.client_tools.iter().any(|t| *t == self.name)
+        options.client_tools.contains(&self.name)
     }
 }
 
@@ -372,7 +372,10 @@ impl AapReader {
             .collect();
         if !permissions.is_empty() && self.options.hitl == Hitl::Interrupt {
             return RunOutcome::Interrupt {
-                interrupts: permissions.iter().map(|c| permission_interrupt(c)).collect(),
+                interrupts: permissions
+                    .iter()
+                    .map(|c| permission_interrupt(c))
+                    .collect(),
             };
         }
         let mut pending = Vec::with_capacity(unresolved.len());
@@ -439,8 +442,10 @@ impl AapReader {
                     base: EventBase::default(),
                 }));
                 self.parent = Some(id.clone());
-                self.outputs
-                    .push(Forwarded::building(id.clone(), Fingerprint::new("assistant")));
+                self.outputs.push(Forwarded::building(
+                    id.clone(),
+                    Fingerprint::new("assistant"),
+                ));
             }
             Kind::Reasoning => {
                 out.push(Event::ReasoningStart(ReasoningStart {
@@ -452,8 +457,10 @@ impl AapReader {
                     role: ReasoningRole::default(),
                     base: EventBase::default(),
                 }));
-                self.outputs
-                    .push(Forwarded::building(id.clone(), Fingerprint::new("reasoning")));
+                self.outputs.push(Forwarded::building(
+                    id.clone(),
+                    Fingerprint::new("reasoning"),
+                ));
             }
         }
         self.open = Some((kind, id.clone()));
@@ -499,8 +506,10 @@ impl AapReader {
             Some(parent) => parent.clone(),
             None => {
                 let id = self.mint.next('m');
-                self.outputs
-                    .push(Forwarded::building(id.clone(), Fingerprint::new("assistant")));
+                self.outputs.push(Forwarded::building(
+                    id.clone(),
+                    Fingerprint::new("assistant"),
+                ));
                 self.parent = Some(id.clone());
                 id
             }
@@ -550,7 +559,8 @@ impl AapReader {
         let id = self.mint.next('t');
         let mut fingerprint = Fingerprint::new("tool");
         fingerprint.text(&content.text());
-        self.outputs.push(Forwarded::building(id.clone(), fingerprint));
+        self.outputs
+            .push(Forwarded::building(id.clone(), fingerprint));
         out.push(Event::ToolCallResult(ToolCallResult {
             message_id: id,
             tool_call_id: result.tool_call_id,

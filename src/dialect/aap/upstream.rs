@@ -27,8 +27,7 @@ use super::read::{Hitl, PERMISSION_CONFIRM_PREFIX, PERMISSION_INTERRUPT_PREFIX};
 use super::types::{AapMessage, ServerToolRef, StreamMode, ToolSpec};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    ContentPart, MediaPart, Message, MessageContent, PartSource, ResumeStatus, RunAgentInput,
-    Tool,
+    ContentPart, MediaPart, Message, MessageContent, PartSource, ResumeStatus, RunAgentInput, Tool,
 };
 use crate::translate::confirm::parse_granted;
 use crate::translate::transcript::{args_object, remove_calls};
@@ -125,13 +124,21 @@ impl std::str::FromStr for StreamChoice {
 }
 
 /// Resolves the permission style for one request (`translation.md` §0.1 `hitl.style`).
-pub fn resolve_hitl(style: HitlStyle, confirm_tool: &str, input: &RunAgentInput, agui: bool) -> Hitl {
+pub fn resolve_hitl(
+    style: HitlStyle,
+    confirm_tool: &str,
+    input: &RunAgentInput,
+    agui: bool,
+) -> Hitl {
     let declared = input.tools.iter().any(|t| t.name == confirm_tool);
     let interrupts = agui
-        && input
-            .protocol_version
-            .as_deref()
-            .is_some_and(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()).unwrap_or(0) >= 1);
+        && input.protocol_version.as_deref().is_some_and(|v| {
+            v.split('.')
+                .next()
+                .and_then(|m| m.parse::<u32>().ok())
+                .unwrap_or(0)
+                >= 1
+        });
     match style {
         HitlStyle::ConfirmTool => Hitl::ConfirmTool(confirm_tool.to_owned()),
         HitlStyle::Interrupt => Hitl::Interrupt,
@@ -524,9 +531,7 @@ fn diverged(
         .iter()
         .map(|f| (f.id.as_str(), f))
         .collect();
-    let last_seen = messages
-        .iter()
-        .rposition(|m| seen.contains_key(m.id()));
+    let last_seen = messages.iter().rposition(|m| seen.contains_key(m.id()));
     if let Some(latest) = record.forwarded.iter().rev().find(|f| !f.optional) {
         if !messages.iter().any(|m| m.id() == latest.id) {
             return Err(format!(
