@@ -10,11 +10,14 @@ use bytes::BytesMut;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, Overrides, RawLimits};
+use crate::dialect::aap::read::ReadOptions;
 use crate::dialect::aap::types::StreamMode;
+use crate::dialect::aap::upstream::{resolve_hitl, HitlStyle};
 use crate::dialect::hai::{DeltaEncoding, HaiOptions, ToolArgsEncoding};
 use crate::dialect::read_request;
 use crate::dialect::Dialect;
 use crate::mapping::Mappings;
+use crate::translate::confirm::DEFAULT_TOOL;
 use crate::translate::{Pipeline, PipelineSpec, RunIds};
 
 #[derive(Debug, Parser)]
@@ -142,6 +145,12 @@ struct TranslateArgs {
     /// `tool_use` for the client to run); the request's tools when a request is given.
     #[arg(long, value_delimiter = ',')]
     aap_client_tools: Vec<String>,
+    /// AAP input: how permissions reach the client (auto, interrupt, confirm_tool).
+    #[arg(long, default_value = "auto")]
+    aap_hitl: HitlStyle,
+    /// AAP input: the body is a `none` turn's JSON rather than SSE.
+    #[arg(long)]
+    aap_json: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -294,7 +303,7 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     let mut hai = HaiOptions::default();
     hai.writer.delta_encoding = args.hai_delta_encoding;
     hai.writer.tool_args = args.hai_tool_args;
-    let (ids, tools) = match &args.request {
+    let (ids, tools, request) = match &args.request {
         Some(path) => {
             let body =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -304,17 +313,17 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
                 .map_err(|f| anyhow::anyhow!("{}: {}", path.display(), f.message))?;
             let tools = input.tools.iter().map(|t| t.name.clone()).collect();
             let ids = RunIds {
-                thread_id: input.thread_id,
-                run_id: input.run_id,
+                thread_id: input.thread_id.clone(),
+                run_id: input.run_id.clone(),
             };
-            (ids, tools)
+            (ids, tools, Some(input))
         }
         None => {
             let ids = RunIds {
                 thread_id: args.thread_id,
                 run_id: args.run_id,
             };
-            (ids, Vec::new())
+            (ids, Vec::new(), None)
         }
     };
     let mut spec = PipelineSpec::new(args.from, args.to, ids);
@@ -326,6 +335,36 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     } else {
         args.aap_client_tools
     };
+    let request = request.unwrap_or_else(|| crate::event::RunAgentInput {
+        thread_id: String::new(),
+        run_id: String::new(),
+        messages: Vec::new(),
+        tools: Vec::new(),
+        context: Vec::new(),
+        protocol_version: None,
+        parent_run_id: None,
+        state: None,
+        forwarded_props: None,
+        resume: None,
+        extra: serde_json::Map::new(),
+    });
+    spec.aap_read = ReadOptions {
+        client_tools: tools
+            .iter()
+            .filter(|t| *t != DEFAULT_TOOL)
+            .cloned()
+            .collect(),
+        hitl: resolve_hitl(
+            args.aap_hitl,
+            DEFAULT_TOOL,
+            &request,
+            args.to == Dialect::AgUi,
+        ),
+        ..ReadOptions::default()
+    };
+    if args.aap_json {
+        spec.framing = crate::sse::Framing::Json;
+    }
     spec.tools = tools;
     spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
     let mut pipeline = Pipeline::new(spec)?;
@@ -340,8 +379,11 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     if let Some(opening) = pipeline.opening() {
         stdout.write_all(opening)?;
     }
-    let mut chunk = vec![0u8; 64 * 1024];
     let mut out = BytesMut::new();
+    pipeline.begin(&mut out);
+    stdout.write_all(&out)?;
+    out.clear();
+    let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let n = input.read(&mut chunk).context("reading the stream")?;
         if n == 0 {

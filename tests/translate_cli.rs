@@ -82,9 +82,33 @@ fn translate_stdin_with_ids_from_flags() {
 }
 
 #[test]
+fn an_aap_turn_translates_offline() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aap-agui");
+    let out = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
+        .args(["translate", "--from", "aap", "--to", "ag-ui", "--request"])
+        .arg(dir.join("parallel-client-tools.request.json"))
+        .arg(dir.join("parallel-client-tools.in"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = events(&out.stdout);
+    assert_eq!(events[0]["type"], "RUN_STARTED");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED");
+    assert!(!last["outcome"]["pendingToolCallIds"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
 fn unsupported_pairs_fail_clearly() {
     let out = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
-        .args(["translate", "--from", "aap", "--to", "ag-ui", "/dev/null"])
+        .args(["translate", "--from", "aap", "--to", "aap", "/dev/null"])
         .output()
         .unwrap();
     assert!(!out.status.success());

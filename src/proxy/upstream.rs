@@ -110,25 +110,26 @@ pub async fn read_json(
     what: &str,
 ) -> Result<serde_json::Value, Failure> {
     let read = tokio::time::timeout(timeout, http_body_util::Limited::new(body, limit).collect());
-    let bytes =
-        match read.await {
-            Err(_) => {
-                return Err(Failure::new(
-                    ErrorCode::UpstreamIdleTimeout,
-                    format!(
-                        "the upstream did not finish its {what} response within {} s",
-                        timeout.as_secs_f64()
-                    ),
-                ))
-            }
-            Ok(Err(e)) => return Err(Failure::new(
+    let bytes = match read.await {
+        Err(_) => {
+            return Err(Failure::new(
+                ErrorCode::UpstreamIdleTimeout,
+                format!(
+                    "the upstream did not finish its {what} response within {} s",
+                    timeout.as_secs_f64()
+                ),
+            ))
+        }
+        Ok(Err(e)) => {
+            return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
                 format!(
                     "could not read the upstream's {what} response (at most {limit} bytes): {e}"
                 ),
-            )),
-            Ok(Ok(collected)) => collected.to_bytes(),
-        };
+            ))
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
     serde_json::from_slice(&bytes).map_err(|e| {
         Failure::new(
             ErrorCode::UpstreamMalformed,
