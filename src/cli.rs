@@ -335,19 +335,7 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     } else {
         args.aap_client_tools
     };
-    let request = request.unwrap_or_else(|| crate::event::RunAgentInput {
-        thread_id: String::new(),
-        run_id: String::new(),
-        messages: Vec::new(),
-        tools: Vec::new(),
-        context: Vec::new(),
-        protocol_version: None,
-        parent_run_id: None,
-        state: None,
-        forwarded_props: None,
-        resume: None,
-        extra: serde_json::Map::new(),
-    });
+    let request = request.unwrap_or_default();
     spec.aap_read = ReadOptions {
         client_tools: tools
             .iter()

@@ -374,16 +374,8 @@ fn hai_options(p: &mut Problems, prefix: &str, raw: &RawHaiOptions) -> HaiOption
     w.run_ids = raw.run_ids.unwrap_or(w.run_ids);
     w.thinking_final_chunk = raw.thinking_final_chunk.unwrap_or(w.thinking_final_chunk);
     w.error_notice = raw.error_notice.unwrap_or(w.error_notice);
-    if let Some(name) = &raw.confirm_tool {
-        if name.get_ref().trim().is_empty() {
-            p.at(
-                name.span(),
-                &format!("{prefix}confirm_tool"),
-                "must not be empty".into(),
-            );
-        } else {
-            w.confirm_tool = name.get_ref().clone();
-        }
+    if let Some(name) = non_empty(p, &format!("{prefix}confirm_tool"), &raw.confirm_tool) {
+        w.confirm_tool = name;
     }
     options.collaboration = parsed(p, &format!("{prefix}collaboration"), &raw.collaboration);
     options.history_content = parsed(p, &format!("{prefix}history_content"), &raw.history_content);
@@ -715,16 +707,8 @@ fn aap_agent(
         }
         agent.tools.push(t);
     }
-    if let Some(tool) = &raw.confirm_tool {
-        if tool.get_ref().trim().is_empty() {
-            p.at(
-                tool.span(),
-                &format!("{prefix}confirm_tool"),
-                "must not be empty".into(),
-            );
-        } else {
-            agent.confirm_tool = tool.get_ref().clone();
-        }
+    if let Some(name) = non_empty(p, &format!("{prefix}confirm_tool"), &raw.confirm_tool) {
+        agent.confirm_tool = name;
     }
     agent.inject_confirm_tool = raw.inject_confirm_tool.unwrap_or(true);
     agent.result_encoding = parsed(p, &format!("{prefix}result_encoding"), &raw.result_encoding);
@@ -749,6 +733,16 @@ fn aap_agent(
         );
     }
     Some(agent)
+}
+
+/// A name that must not be blank, when one is given.
+fn non_empty(p: &mut Problems, key: &str, value: &Option<Spanned<String>>) -> Option<String> {
+    let value = value.as_ref()?;
+    if value.get_ref().trim().is_empty() {
+        p.at(value.span(), key, "must not be empty".into());
+        return None;
+    }
+    Some(value.get_ref().clone())
 }
 
 /// One of two words, as a flag.
@@ -817,16 +811,8 @@ fn aap_upstream(
             .collect(),
         ..AapUpstream::default()
     };
-    if let Some(tool) = &raw.confirm_tool {
-        if tool.get_ref().trim().is_empty() {
-            p.at(
-                tool.span(),
-                &format!("{prefix}confirm_tool"),
-                "must not be empty".into(),
-            );
-        } else {
-            up.confirm_tool = tool.get_ref().clone();
-        }
+    if let Some(name) = non_empty(p, &format!("{prefix}confirm_tool"), &raw.confirm_tool) {
+        up.confirm_tool = name;
     }
     if let Some(var) = &raw.api_key_env {
         match std::env::var(var.get_ref()) {

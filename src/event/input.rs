@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::Message;
 
 /// The body a client POSTs to start a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
     pub thread_id: String,

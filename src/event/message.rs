@@ -28,6 +28,19 @@ impl Message {
         }
     }
 
+    /// The wire role (`"user"`, `"assistant"`, …).
+    pub const fn role(&self) -> &'static str {
+        match self {
+            Message::Developer(_) => "developer",
+            Message::System(_) => "system",
+            Message::Assistant(_) => "assistant",
+            Message::User(_) => "user",
+            Message::Tool(_) => "tool",
+            Message::Activity(_) => "activity",
+            Message::Reasoning(_) => "reasoning",
+        }
+    }
+
     /// Unknown fields of the message.
     pub fn extra(&self) -> &Map<String, Value> {
         match self {

@@ -219,15 +219,10 @@ impl Pipeline {
     /// the upstream's turns only start after requests of the gateway's own (AAP).
     pub fn begin(&mut self, out: &mut BytesMut) {
         self.tick();
-        let Reader::Aap(reader) = &mut self.reader else {
-            return;
-        };
-        let mut events = std::mem::take(&mut self.read_out);
-        reader.start(&mut events);
-        for event in events.drain(..) {
-            self.step(Input::Event(event), out);
+        if let Reader::Aap(reader) = &mut self.reader {
+            reader.start(&mut self.read_out);
+            self.step_read(out);
         }
-        self.read_out = events;
     }
 
     /// The stop of the AAP upstream's current turn, once read and until the run goes on or
@@ -315,12 +310,8 @@ impl Pipeline {
         if let Reader::Aap(reader) = &mut self.reader {
             // The held stop becomes the terminal events; without one, what is open closes
             // before the truncation is reported.
-            let mut events = std::mem::take(&mut self.read_out);
-            reader.finish(&mut events);
-            for event in events.drain(..) {
-                self.step(Input::Event(event), out);
-            }
-            self.read_out = events;
+            reader.finish(&mut self.read_out);
+            self.step_read(out);
         }
         self.step(Input::UpstreamEnd, out);
     }
@@ -360,11 +351,7 @@ impl Pipeline {
                     Reader::Hai(r) => r.read(&event, &mut self.read_out, &mut self.notes),
                     Reader::Aap(r) => r.read(&event, &mut self.read_out, &mut self.notes),
                 };
-                let mut read_out = std::mem::take(&mut self.read_out);
-                for event in read_out.drain(..) {
-                    self.step(Input::Event(event), out);
-                }
-                self.read_out = read_out;
+                self.step_read(out);
                 if let Err(failure) = result {
                     self.fail(failure, out);
                 }
@@ -387,6 +374,15 @@ impl Pipeline {
                 false
             }
         }
+    }
+
+    /// Steps every event the reader produced (the buffer is kept for reuse).
+    fn step_read(&mut self, out: &mut BytesMut) {
+        let mut events = std::mem::take(&mut self.read_out);
+        for event in events.drain(..) {
+            self.step(Input::Event(event), out);
+        }
+        self.read_out = events;
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {

@@ -442,10 +442,7 @@ impl AapReader {
                     base: EventBase::default(),
                 }));
                 self.parent = Some(id.clone());
-                self.outputs.push(Forwarded::building(
-                    id.clone(),
-                    Fingerprint::new("assistant"),
-                ));
+                self.outputs.push(Forwarded::new(id.clone(), "assistant"));
             }
             Kind::Reasoning => {
                 out.push(Event::ReasoningStart(ReasoningStart {
@@ -457,10 +454,7 @@ impl AapReader {
                     role: ReasoningRole::default(),
                     base: EventBase::default(),
                 }));
-                self.outputs.push(Forwarded::building(
-                    id.clone(),
-                    Fingerprint::new("reasoning"),
-                ));
+                self.outputs.push(Forwarded::new(id.clone(), "reasoning"));
             }
         }
         self.open = Some((kind, id.clone()));
@@ -472,7 +466,7 @@ impl AapReader {
             return;
         }
         let id = self.open_message(kind, out);
-        self.fingerprint(&id).text(delta);
+        self.feed(&id, |f| f.text(delta));
         out.push(match kind {
             Kind::Text => Event::TextMessageContent(TextMessageContent {
                 message_id: id,
@@ -506,10 +500,7 @@ impl AapReader {
             Some(parent) => parent.clone(),
             None => {
                 let id = self.mint.next('m');
-                self.outputs.push(Forwarded::building(
-                    id.clone(),
-                    Fingerprint::new("assistant"),
-                ));
+                self.outputs.push(Forwarded::new(id.clone(), "assistant"));
                 self.parent = Some(id.clone());
                 id
             }
@@ -530,8 +521,7 @@ impl AapReader {
     fn emit_call(&mut self, call: &AapCall, out: &mut Vec<Event>) {
         let args = args_text(&call.input);
         if !call.id.starts_with(PERMISSION_CONFIRM_PREFIX) {
-            self.fingerprint(&call.parent)
-                .tool_call(&call.id, &call.name, &args);
+            self.feed(&call.parent, |f| f.tool_call(&call.id, &call.name, &args));
         }
         out.push(Event::ToolCallStart(ToolCallStart {
             tool_call_id: call.id.clone(),
@@ -557,10 +547,9 @@ impl AapReader {
         }
         let content = result_content(&result.content);
         let id = self.mint.next('t');
-        let mut fingerprint = Fingerprint::new("tool");
-        fingerprint.text(&content.text());
-        self.outputs
-            .push(Forwarded::building(id.clone(), fingerprint));
+        let mut output = Forwarded::new(id.clone(), "tool");
+        output.fingerprint_mut().text(&content.text());
+        self.outputs.push(output);
         out.push(Event::ToolCallResult(ToolCallResult {
             message_id: id,
             tool_call_id: result.tool_call_id,
@@ -627,18 +616,11 @@ impl AapReader {
         self.turn_stop(&turn.stop_reason, out);
     }
 
-    fn fingerprint(&mut self, id: &str) -> &mut Fingerprint {
-        let at = self
-            .outputs
-            .iter()
-            .rposition(|f| f.id == id)
-            .unwrap_or_else(|| {
-                // Unreachable: every id handed out is recorded first; a fresh entry keeps going.
-                self.outputs
-                    .push(Forwarded::building(id.to_owned(), Fingerprint::new("")));
-                self.outputs.len() - 1
-            });
-        self.outputs[at].fingerprint_mut()
+    /// Feeds the fingerprint of output `id` (every id the reader hands out is recorded first).
+    fn feed(&mut self, id: &str, feed: impl FnOnce(&mut Fingerprint)) {
+        if let Some(output) = self.outputs.iter_mut().rev().find(|f| f.id == id) {
+            feed(output.fingerprint_mut());
+        }
     }
 }
 

@@ -188,16 +188,15 @@ impl Fingerprint {
 
     /// The fingerprint of a whole message; synthetic confirm calls do not count.
     pub fn of(message: &Message) -> Fingerprint {
-        let (role, text) = match message {
-            Message::User(m) => ("user", m.content.text()),
-            Message::Assistant(m) => ("assistant", m.content.clone().unwrap_or_default()),
-            Message::System(m) => ("system", m.content.clone()),
-            Message::Developer(m) => ("developer", m.content.clone()),
-            Message::Tool(m) => ("tool", m.content.text()),
-            Message::Reasoning(m) => ("reasoning", m.content.clone()),
-            Message::Activity(_) => ("activity", String::new()),
+        let text = match message {
+            Message::User(m) => m.content.text(),
+            Message::Assistant(m) => m.content.clone().unwrap_or_default(),
+            Message::System(m) | Message::Developer(m) => m.content.clone(),
+            Message::Tool(m) => m.content.text(),
+            Message::Reasoning(m) => m.content.clone(),
+            Message::Activity(_) => String::new(),
         };
-        let mut f = Fingerprint::new(role);
+        let mut f = Fingerprint::new(message.role());
         f.text(&text);
         if let Message::Assistant(m) = message {
             for call in m.tool_calls.iter().flatten() {
@@ -220,13 +219,12 @@ pub struct Forwarded {
 }
 
 impl Forwarded {
-    /// An entry whose fingerprint is still being fed (the reader's outputs).
-    pub fn building(id: String, fingerprint: Fingerprint) -> Forwarded {
-        let optional = fingerprint == Fingerprint::new("reasoning");
+    /// A message of `role` whose fingerprint is fed as it streams (the reader's outputs).
+    pub fn new(id: String, role: &str) -> Forwarded {
         Forwarded {
             id,
-            fingerprint,
-            optional,
+            fingerprint: Fingerprint::new(role),
+            optional: role == "reasoning",
         }
     }
 
@@ -436,23 +434,16 @@ pub fn plan(
         None => plan_create(input, &messages, verdicts, options, None),
         Some(record) => {
             let (seed, seed_ids) = seed(input, &messages[..start], false);
-            let mut plan = turns(
-                &messages[start..],
-                verdicts,
-                &record.pending,
-                options,
-                input,
-                Some(record),
-            )?;
+            let mut plan = turns(&messages[start..], verdicts, options, input, Some(record))?;
             plan.recreate_seed = seed;
             plan.recreate_ids = seed_ids;
             // Answers of the confirm calls count as seen with the rest of the input.
             for id in answered_confirms {
                 if !record.forwarded.iter().any(|f| f.id == id) {
+                    // Never checked again: the answers leave the history the agent sees.
                     plan.answer_ids.push(Forwarded {
-                        id,
-                        fingerprint: Fingerprint::new("tool"),
                         optional: true,
+                        ..Forwarded::new(id, "tool")
                     });
                 }
             }
@@ -471,7 +462,7 @@ fn plan_create(
 ) -> Result<RunPlan, Failure> {
     let start = trailing_input(messages);
     let (seed, seed_ids) = seed(input, &messages[..start], options.context_as_system);
-    let mut plan = turns(&messages[start..], verdicts, &[], options, input, None)?;
+    let mut plan = turns(&messages[start..], verdicts, options, input, None)?;
     plan.recreate_seed = seed.clone();
     plan.recreate_ids = seed_ids.clone();
     plan.session = SessionPlan::Create {
@@ -507,13 +498,18 @@ fn seed(
             content: lines.join("\n"),
         });
     }
-    seed.extend(to_aap(history, &|call| {
+    seed.extend(to_agent(history));
+    (seed, history.iter().map(Forwarded::of).collect())
+}
+
+/// Canonical messages as the agent receives them: calls show their own name and input.
+fn to_agent(messages: &[Message]) -> Vec<AapMessage> {
+    to_aap(messages, &|call| {
         (
             call.function.name.clone(),
             args_object(&call.function.arguments),
         )
-    }));
-    (seed, history.iter().map(Forwarded::of).collect())
+    })
 }
 
 /// Checks the history against what the agent has seen; the index where the new input starts,
@@ -561,35 +557,23 @@ fn diverged(
     {
         return Err(format!(
             "the {} message {} was not written by the agent",
-            role(m),
+            m.role(),
             m.id()
         ));
     }
     Ok(start)
 }
 
-fn role(message: &Message) -> &'static str {
-    match message {
-        Message::User(_) => "user",
-        Message::Assistant(_) => "assistant",
-        Message::System(_) => "system",
-        Message::Developer(_) => "developer",
-        Message::Tool(_) => "tool",
-        Message::Reasoning(_) => "reasoning",
-        Message::Activity(_) => "activity",
-    }
-}
-
 /// The turns of the new input: answers (checked against the pending calls), then users; and
 /// the tools and options to send.
 fn turns(
     new: &[Message],
-    verdicts: Vec<Verdict>,
-    pending: &[PendingCall],
+    mut verdicts: Vec<Verdict>,
     options: &PlanOptions,
     input: &RunAgentInput,
     record: Option<&ThreadRecord>,
 ) -> Result<RunPlan, Failure> {
+    let pending = record.map_or(&[][..], |r| &r.pending);
     let mut results: Vec<(&str, &Message)> = Vec::new();
     let mut users: Vec<&Message> = Vec::new();
     for message in new {
@@ -598,18 +582,8 @@ fn turns(
             _ => users.push(message),
         }
     }
-    let convert = |messages: &[&Message]| -> Vec<AapMessage> {
-        let owned: Vec<Message> = messages.iter().map(|m| (*m).clone()).collect();
-        to_aap(&owned, &|call| {
-            (
-                call.function.name.clone(),
-                args_object(&call.function.arguments),
-            )
-        })
-    };
     let mut answers: Vec<AapMessage> = Vec::new();
     let mut answer_ids: Vec<Forwarded> = Vec::new();
-    let mut verdicts = verdicts;
     if !pending.is_empty() {
         let mut missing = Vec::new();
         for call in pending {
@@ -617,7 +591,7 @@ fn turns(
                 match results.iter().position(|(id, _)| *id == call.id) {
                     Some(at) => {
                         let (_, message) = results.remove(at);
-                        answers.extend(convert(&[message]));
+                        answers.extend(to_agent(std::slice::from_ref(message)));
                         answer_ids.push(Forwarded::of(message));
                     }
                     None => missing.push(call.id.clone()),
@@ -654,10 +628,14 @@ fn turns(
         answers.push(permission(v.call_id, v.granted, v.reason));
     }
     for (_, message) in results {
-        answers.extend(convert(&[message]));
+        answers.extend(to_agent(std::slice::from_ref(message)));
         answer_ids.push(Forwarded::of(message));
     }
-    let user_messages = convert(&users);
+    // User messages are never merged with one another, so one at a time converts the same.
+    let user_messages = users
+        .iter()
+        .flat_map(|m| to_agent(std::slice::from_ref(*m)))
+        .collect();
     let user_ids = users.iter().map(|m| Forwarded::of(m)).collect();
 
     let tools = tool_specs(&input.tools, &options.confirm_tool);
