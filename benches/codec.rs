@@ -1,0 +1,255 @@
+//! Codec micro-benchmarks: one core, the whole translation path of the gateway (SSE decoding,
+//! the lenient reader, the run lifecycle guard, the strict writer) for every direction the
+//! build supports, on two shapes of traffic: 60-byte text deltas and 64 KiB state snapshots.
+//!
+//! Each benchmark translates one recorded run (opening events, N content events, closing
+//! events) with a fresh pipeline; throughput is counted in content events. The byte size of
+//! each input is written next to criterion's results (`target/criterion/codec-inputs.json`)
+//! so the report (`benches/run`) can give MB/s as well.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use dialect_proxy::dialect::aap::types::StreamMode;
+use dialect_proxy::dialect::Dialect;
+use dialect_proxy::translate::pipeline::{Pipeline, PipelineSpec};
+use dialect_proxy::translate::{Clock, RunIds};
+
+/// Content events per text-delta run; large enough that a run's opening and closing events
+/// and the pipeline's construction are noise.
+const TEXT_EVENTS: usize = 10_000;
+/// Snapshots per snapshot run.
+const SNAPSHOT_EVENTS: usize = 64;
+/// The size of one state snapshot's JSON.
+const SNAPSHOT_BYTES: usize = 64 * 1024;
+/// The size of one text delta.
+const DELTA_BYTES: usize = 60;
+
+#[derive(Clone, Copy)]
+enum Shape {
+    Text,
+    Snapshot,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Text => "text-60B",
+            Shape::Snapshot => "snapshot-64KiB",
+        }
+    }
+
+    fn events(self) -> usize {
+        match self {
+            Shape::Text => TEXT_EVENTS,
+            Shape::Snapshot => SNAPSHOT_EVENTS,
+        }
+    }
+}
+
+/// Every client × upstream pair the gateway translates (AAP to AAP is not one).
+const DIRECTIONS: [(Dialect, Dialect); 7] = [
+    (Dialect::AgUi, Dialect::AgUi),
+    (Dialect::AgUi, Dialect::Hai),
+    (Dialect::AgUi, Dialect::Aap),
+    (Dialect::Hai, Dialect::AgUi),
+    (Dialect::Hai, Dialect::Aap),
+    (Dialect::Aap, Dialect::AgUi),
+    (Dialect::Aap, Dialect::Hai),
+];
+
+/// A 60-byte delta, different per event like real traffic.
+fn delta(i: usize) -> String {
+    let mut text = format!(
+        "t={:019};s={i:06};",
+        1_700_000_000_000_000_000u64 + i as u64
+    );
+    while text.len() < DELTA_BYTES {
+        text.push_str(" lorem");
+    }
+    text.truncate(DELTA_BYTES);
+    text
+}
+
+/// A state snapshot of about [`SNAPSHOT_BYTES`] bytes: a list of small records, as agents keep
+/// (a plan, a document outline, search results).
+fn snapshot(version: usize) -> serde_json::Value {
+    let mut items = Vec::new();
+    let mut size = 0;
+    let mut i = 0;
+    while size < SNAPSHOT_BYTES - 128 {
+        let item = serde_json::json!({
+            "id": format!("item-{i}"),
+            "title": format!("Step {i} of the plan, revision {version}"),
+            "done": i % 3 == 0,
+            "score": i * 7 % 101,
+        });
+        size += item.to_string().len() + 1;
+        items.push(item);
+        i += 1;
+    }
+    serde_json::json!({"version": version, "items": items})
+}
+
+fn agui(events: &mut String, value: serde_json::Value) {
+    events.push_str("data: ");
+    events.push_str(&value.to_string());
+    events.push_str("\n\n");
+}
+
+/// One recorded upstream run in `dialect`.
+fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
+    use serde_json::json;
+    let mut s = String::new();
+    match dialect {
+        Dialect::AgUi => {
+            agui(
+                &mut s,
+                json!({"type":"RUN_STARTED","threadId":"t1","runId":"r1"}),
+            );
+            if let Shape::Text = shape {
+                agui(
+                    &mut s,
+                    json!({"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}),
+                );
+            }
+            for i in 0..shape.events() {
+                match shape {
+                    Shape::Text => agui(
+                        &mut s,
+                        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":delta(i)}),
+                    ),
+                    Shape::Snapshot => agui(
+                        &mut s,
+                        json!({"type":"STATE_SNAPSHOT","snapshot":snapshot(i)}),
+                    ),
+                }
+            }
+            if let Shape::Text = shape {
+                agui(&mut s, json!({"type":"TEXT_MESSAGE_END","messageId":"m1"}));
+            }
+            agui(
+                &mut s,
+                json!({"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}),
+            );
+        }
+        Dialect::Hai => {
+            let base = |t: &str| json!({"type": t, "messageId": "m1", "role": "assistant", "timestamp": 1_760_000_000_000_i64});
+            agui(&mut s, base("RUN_STARTED"));
+            if let Shape::Text = shape {
+                agui(&mut s, base("BUSINESS_DATA_START"));
+            }
+            for i in 0..shape.events() {
+                let mut event = match shape {
+                    Shape::Text => {
+                        let mut e = base("BUSINESS_DATA_CONTENT");
+                        let output = json!({"output":{"type":"text","content":delta(i)}});
+                        e["delta"] = output.to_string().into();
+                        e
+                    }
+                    Shape::Snapshot => {
+                        let mut e = base("STATE_SNAPSHOT");
+                        e["snapshot"] = snapshot(i);
+                        e
+                    }
+                };
+                event["timestamp"] = (1_760_000_000_000_i64 + i as i64).into();
+                agui(&mut s, event);
+            }
+            if let Shape::Text = shape {
+                agui(&mut s, base("BUSINESS_DATA_END"));
+            }
+            agui(&mut s, base("RUN_FINISHED"));
+        }
+        Dialect::Aap => {
+            s.push_str("event: turn_start\ndata: {}\n\n");
+            for i in 0..shape.events() {
+                let data = json!({"delta": delta(i)});
+                s.push_str(&format!("event: text_delta\ndata: {data}\n\n"));
+            }
+            s.push_str("event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n");
+        }
+    }
+    s.into_bytes()
+}
+
+fn spec(upstream: Dialect, client: Dialect) -> PipelineSpec {
+    let ids = RunIds {
+        thread_id: "t1".into(),
+        run_id: "r1".into(),
+    };
+    let mut spec = PipelineSpec::new(upstream, client, ids);
+    spec.clock = Clock::Fixed(1_760_000_000_000);
+    spec.aap.options.mode = StreamMode::Delta;
+    spec.max_event_bytes = 1 << 20;
+    spec
+}
+
+/// Translates `input` whole, as the gateway would one upstream read at a time.
+fn translate(spec: PipelineSpec, input: &[u8], out: &mut BytesMut) -> usize {
+    let Ok(mut pipeline) = Pipeline::new(spec) else {
+        return 0;
+    };
+    out.clear();
+    pipeline.begin(out);
+    // Reads of 16 KiB, the size hyper hands a body frame on loopback.
+    for chunk in input.chunks(16 * 1024) {
+        pipeline.push(chunk, out);
+    }
+    pipeline.end(out);
+    out.len()
+}
+
+fn codec(c: &mut Criterion) {
+    let mut sizes = serde_json::Map::new();
+    for shape in [Shape::Text, Shape::Snapshot] {
+        let mut group = c.benchmark_group(format!("codec/{}", shape.name()));
+        group.throughput(Throughput::Elements(shape.events() as u64));
+        group.sample_size(20);
+        group.warm_up_time(Duration::from_secs(1));
+        group.measurement_time(Duration::from_secs(4));
+        for (upstream, client) in DIRECTIONS {
+            // AAP has no shared state: no snapshot to read from an AAP upstream.
+            if matches!((upstream, shape), (Dialect::Aap, Shape::Snapshot)) {
+                continue;
+            }
+            let input = input(upstream, shape);
+            let id = format!("{upstream}-to-{client}");
+            let mut out = BytesMut::with_capacity(input.len() * 2);
+            // Qualify before timing: the run is translated whole and ends well.
+            let written = translate(spec(upstream, client), &input, &mut out);
+            assert!(written > 0, "{id}: nothing written");
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                !text.contains("RUN_ERROR") && !text.contains("\"error\""),
+                "{id}: the run failed: {}",
+                &text[text.len().saturating_sub(400)..]
+            );
+            sizes.insert(
+                format!("{}/{id}", shape.name()),
+                serde_json::json!({"input_bytes": input.len(), "output_bytes": written, "events": shape.events()}),
+            );
+            let base = spec(upstream, client);
+            group.bench_function(&id, |b| {
+                b.iter_batched(
+                    || base.clone(),
+                    |spec| black_box(translate(spec, black_box(&input), &mut out)),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        group.finish();
+    }
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(|target| target.join("criterion").join("codec-inputs.json"));
+    if let Some(path) = path {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
+        let _ = std::fs::write(&path, serde_json::Value::Object(sizes).to_string());
+    }
+}
+
+criterion_group!(benches, codec);
+criterion_main!(benches);
