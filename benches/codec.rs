@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use dialect_proxy::dialect::aap::types::StreamMode;
 use dialect_proxy::dialect::Dialect;
 use dialect_proxy::translate::pipeline::{Pipeline, PipelineSpec};
@@ -252,4 +252,38 @@ fn codec(c: &mut Criterion) {
 }
 
 criterion_group!(benches, codec);
-criterion_main!(benches);
+
+/// `CODEC_PROFILE=text-60B/ag-ui-to-hai cargo bench --bench codec` translates that one input
+/// 200 times and exits, without criterion: a steady loop to put under `perf` or callgrind.
+fn main() {
+    let Ok(target) = std::env::var("CODEC_PROFILE") else {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+        return;
+    };
+    for shape in [Shape::Text, Shape::Snapshot] {
+        for (upstream, client) in DIRECTIONS {
+            if target != format!("{}/{upstream}-to-{client}", shape.name()) {
+                continue;
+            }
+            let input = input(upstream, shape);
+            let mut out = BytesMut::new();
+            let mut written = 0;
+            for _ in 0..iterations() {
+                written += translate(spec(upstream, client), black_box(&input), &mut out);
+            }
+            println!("{target}: {written} bytes written");
+            return;
+        }
+    }
+    eprintln!("CODEC_PROFILE={target}: no such benchmark (e.g. text-60B/ag-ui-to-hai)");
+    std::process::exit(2);
+}
+
+/// How many times `CODEC_PROFILE` translates its input (`CODEC_PROFILE_ITERATIONS`, 200).
+fn iterations() -> usize {
+    std::env::var("CODEC_PROFILE_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200)
+}

@@ -6,6 +6,7 @@
 //!
 //! - [`event`] — the canonical model — the 31 AG-UI 1.0 events, messages, the run input.
 //! - [`sse`] — the bounded incremental SSE decoder and the LF-only encoder.
+//! - [`json`] — hand-rolled JSON for the hot shapes (flat delta objects in, strings out).
 //! - [`dialect`] — one module per wire format with its reader (lenient) and writer (strict).
 //! - [`mapping`] — the data-driven alias and rename tables the readers use (`mappings/*.toml`).
 //! - [`translate`] — pure converters — chunk expansion, the run lifecycle guard — and the
@@ -26,6 +27,7 @@ pub mod demo;
 pub mod dialect;
 pub mod error;
 pub mod event;
+pub mod json;
 pub mod mapping;
 pub mod proxy;
 pub mod session;

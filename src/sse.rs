@@ -305,9 +305,40 @@ pub fn encode_json<T: Serialize + ?Sized>(
         out.put_u8(b'\n');
     }
     out.extend_from_slice(b"data: ");
-    serde_json::to_writer(out.writer(), value)?;
+    write_json(out, value)?;
     out.extend_from_slice(b"\n\n");
     Ok(())
+}
+
+/// Appends a value's compact JSON.
+pub fn write_json<T: Serialize + ?Sized>(
+    out: &mut BytesMut,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    serde_json::to_writer(Append(out), value)
+}
+
+/// `io::Write` straight into a `BytesMut`. serde_json writes a value in many small pieces (a
+/// quote, a key, a run of unescaped bytes); `bytes`' own writer goes through `BufMut::put_slice`
+/// for each, which showed up as a tenth of the codec's time.
+struct Append<'a>(&'a mut BytesMut);
+
+impl std::io::Write for Append<'_> {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

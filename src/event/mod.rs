@@ -27,20 +27,76 @@ use serde_json::{Map, Value};
 pub const PROTOCOL_VERSION: &str = "1.0";
 
 /// Fields every event may carry (`agui.md` §2.1), plus whatever the model does not know.
+///
+/// The JSON-valued fields are boxed: they are absent from nearly every event, and events are
+/// moved by value through the pipeline several times each, so their size is paid per event.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventBase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_event: Option<Value>,
+    pub raw_event: Option<Box<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
+    pub metadata: Option<Box<Map<String, Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent_run_id: Option<String>,
     /// Unknown fields, kept verbatim. A strict writer folds them into `metadata`.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
+}
+
+/// An event's unknown fields: a JSON object that allocates only when it holds something.
+/// Reads as a [`Map`] (an empty one when nothing is held).
+#[derive(Debug, Clone, Default)]
+pub struct Extra(Option<Box<Map<String, Value>>>);
+
+impl Extra {
+    /// Takes the fields out, leaving none.
+    pub fn take(&mut self) -> Map<String, Value> {
+        self.0.take().map(|map| *map).unwrap_or_default()
+    }
+}
+
+impl From<Map<String, Value>> for Extra {
+    fn from(map: Map<String, Value>) -> Extra {
+        Extra((!map.is_empty()).then(|| Box::new(map)))
+    }
+}
+
+impl std::ops::Deref for Extra {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        self.0
+            .as_deref()
+            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    }
+}
+
+impl std::ops::DerefMut for Extra {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Extra {
+    fn eq(&self, other: &Extra) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for Extra {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Extra {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Extra, D::Error> {
+        Map::deserialize(deserializer).map(Extra::from)
+    }
 }
 
 /// Declares the event enum, its fieldless `EventType` twin and the wire names in one place,

@@ -522,14 +522,15 @@ fn write_whole(out: &mut BytesMut, kind: Kind, text: &str) {
     }
 }
 
-#[derive(Serialize)]
-struct Delta<'a> {
-    delta: &'a str,
-}
-
+/// `event: <name>\ndata: {"delta":…}`, written by hand: nearly every event of a turn.
 fn write_delta(out: &mut BytesMut, event: &str, delta: &str) {
     if !delta.is_empty() {
-        write_event(out, event, &Delta { delta });
+        out.reserve(32 + event.len() + delta.len());
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(event.as_bytes());
+        out.extend_from_slice(b"\ndata: {\"delta\":");
+        crate::json::write_str(out, delta);
+        out.extend_from_slice(b"}\n\n");
     }
 }
 

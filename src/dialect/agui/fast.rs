@@ -1,10 +1,12 @@
 //! The reader's fast path: most events of a healthy stream are already strict AG-UI 1.0, and
 //! for them the generic JSON tree, the key and value repairs and the second decode are wasted.
 
+use serde_json::Value;
+
 use super::fix::{self, Timestamps};
 use super::read::{ReaderOptions, SYSTEM_EXCEPTION};
-use crate::event::Event;
-use serde_json::Value;
+use crate::event::{Event, EventBase, ReasoningMessageContent, TextMessageContent, ToolCallArgs};
+use crate::json::{for_each_field, Scalar};
 
 /// The fast path: a content event that is already strict 1.0 — it decodes straight into its
 /// type, and nothing the slow path would repair is present (no unknown or snake_case keys, no
@@ -12,6 +14,10 @@ use serde_json::Value;
 /// signal) — needs no generic JSON tree. `None` sends the event down the slow path, which gives the same
 /// result for everything this accepts (tested: `fast_and_slow_paths_agree`).
 pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
+    // A content event's decoder takes no `null`; nothing else is checked for it first.
+    if let Some(event) = content_event(data) {
+        return keeps_timestamp(event.base().timestamp, options).then_some(event);
+    }
     // `null` anywhere may be a null optional field, which the slow path counts as a repair.
     if memchr::memmem::find(data, b"null").is_some() {
         return None;
@@ -21,15 +27,8 @@ pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Eve
     if !base.extra.is_empty() || base.subagent_run_id.as_deref() == Some("") {
         return None;
     }
-    if let Some(ts) = base.timestamp {
-        let keep = match options.timestamps {
-            Timestamps::Normalise => fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts)),
-            Timestamps::Drop => false,
-            Timestamps::Passthrough => true,
-        };
-        if !keep {
-            return None;
-        }
+    if !keeps_timestamp(base.timestamp, options) {
+        return None;
     }
     let fits = match &event {
         Event::ToolCallStart(e) => e.parent_message_id.as_deref() != Some(""),
@@ -51,4 +50,69 @@ pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Eve
         _ => true,
     };
     fits.then_some(event)
+}
+
+/// Whether the slow path would leave a timestamp as it is.
+fn keeps_timestamp(timestamp: Option<i64>, options: ReaderOptions) -> bool {
+    let Some(ts) = timestamp else {
+        return true;
+    };
+    match options.timestamps {
+        Timestamps::Normalise => fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts)),
+        Timestamps::Drop => false,
+        Timestamps::Passthrough => true,
+    }
+}
+
+/// Decodes a text, reasoning or tool-argument delta — the type, one id, the delta and at most a
+/// timestamp, as they arrive by the thousand — in one pass straight into its type: the tagged
+/// enum would first buffer the whole object to find its `type`, and the flattened base fields
+/// buffer it once more. `None`: not such an event, or not in this plain shape (another field,
+/// a key twice); the general decoder takes it.
+fn content_event(data: &[u8]) -> Option<Event> {
+    let (mut ty, mut message_id, mut tool_call_id, mut delta, mut timestamp) =
+        (None, None, None, None, None);
+    for_each_field(data, |key, value| {
+        let slot = match (key, value) {
+            ("type", Scalar::Str(s)) => set(&mut ty, s),
+            ("messageId", Scalar::Str(s)) => set(&mut message_id, s),
+            ("toolCallId", Scalar::Str(s)) => set(&mut tool_call_id, s),
+            ("delta", Scalar::Str(s)) => set(&mut delta, s),
+            ("timestamp", Scalar::Int(n)) => set(&mut timestamp, n),
+            _ => false,
+        };
+        slot.then_some(())
+    })?;
+    let base = EventBase {
+        timestamp,
+        ..EventBase::default()
+    };
+    let delta = delta?.into_owned();
+    match (ty?.as_ref(), message_id, tool_call_id) {
+        ("TEXT_MESSAGE_CONTENT", Some(id), None) => {
+            Some(Event::TextMessageContent(TextMessageContent {
+                message_id: id.into_owned(),
+                delta,
+                base,
+            }))
+        }
+        ("REASONING_MESSAGE_CONTENT", Some(id), None) => {
+            Some(Event::ReasoningMessageContent(ReasoningMessageContent {
+                message_id: id.into_owned(),
+                delta,
+                base,
+            }))
+        }
+        ("TOOL_CALL_ARGS", None, Some(id)) => Some(Event::ToolCallArgs(ToolCallArgs {
+            tool_call_id: id.into_owned(),
+            delta,
+            base,
+        })),
+        _ => None,
+    }
+}
+
+/// Fills an empty slot; false when the key came twice.
+fn set<T>(slot: &mut Option<T>, value: T) -> bool {
+    slot.replace(value).is_none()
 }

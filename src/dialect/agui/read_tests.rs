@@ -1076,7 +1076,7 @@ fn row_15_vendor_extras_are_kept_for_the_writer() {
     ]);
     let extras: Vec<Value> = out
         .iter()
-        .map(|e| Value::Object(e.base().extra.clone()))
+        .map(|e| Value::Object((*e.base().extra).clone()))
         .collect();
     assert_eq!(
         extras,
@@ -1121,7 +1121,7 @@ fn row_16_action_execution() {
         ]
     );
     assert_eq!(
-        Value::Object(out[4].base().extra.clone()),
+        Value::Object((*out[4].base().extra).clone()),
         json!({"actionName":"searchFlights"})
     );
     assert_eq!(count(&notes, Note::Fixup(Rule::ActionExecution)), 5);
@@ -1607,6 +1607,12 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"s"}),
         json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}),
         json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"1}","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","messageId":"m","delta":"x"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"q\"é\\\n","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","toolCallId":"c","delta":"x"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"","delta":"x"}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z"}),
         json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
         json!({"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":[{"type":"text","text":"x"}],"role":"tool"}),
         json!({"type":"STATE_SNAPSHOT","snapshot":{"a":[1,2]}}),

@@ -41,13 +41,17 @@ impl Thinking {
             .map(str::to_owned);
         let base = EventBase {
             timestamp: map.get("timestamp").and_then(Value::as_i64),
-            raw_event: map.get("rawEvent").cloned(),
-            metadata: map.get("metadata").and_then(Value::as_object).cloned(),
+            raw_event: map.get("rawEvent").cloned().map(Box::new),
+            metadata: map
+                .get("metadata")
+                .and_then(Value::as_object)
+                .cloned()
+                .map(Box::new),
             subagent_run_id: map
                 .get("subagentRunId")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            extra: Map::new(),
+            extra: Default::default(),
         };
         match spelled {
             "THINKING_START" => {

@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use serde_json::{Map, Value};
 
 use crate::event::{Event, Message};
-use crate::sse;
+use crate::{json, sse};
 
 /// What the writer does with fields outside the 1.0 shape of an event or message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,8 +35,16 @@ impl AguiWriter {
 
     /// Appends `data: <json>\n\n` for one canonical event.
     pub fn write(&mut self, mut event: Event, out: &mut BytesMut) {
+        if write_content(&event, out) {
+            return;
+        }
         let base = event.base_mut();
-        fold_extra(&mut base.extra, &mut base.metadata, self.unknown_fields);
+        if !base.extra.is_empty() {
+            let extra = base.extra.take();
+            if self.unknown_fields == UnknownFields::Metadata {
+                fold_into(extra, base.metadata.get_or_insert_with(Box::default));
+            }
+        }
         match &mut event {
             Event::MessagesSnapshot(snapshot) => {
                 for message in &mut snapshot.messages {
@@ -61,23 +69,69 @@ impl AguiWriter {
 
     fn fold_message(&self, message: &mut Message) {
         let (extra, metadata) = message.extra_and_metadata();
-        fold_extra(extra, metadata, self.unknown_fields);
+        if !extra.is_empty() {
+            let extra = std::mem::take(extra);
+            if self.unknown_fields == UnknownFields::Metadata {
+                fold_into(extra, metadata.get_or_insert_with(Map::new));
+            }
+        }
     }
 }
 
-fn fold_extra(
-    extra: &mut Map<String, Value>,
-    metadata: &mut Option<Map<String, Value>>,
-    policy: UnknownFields,
-) {
-    if extra.is_empty() {
-        return;
+/// Writes a text, reasoning or argument delta that carries nothing but its id, delta and
+/// timestamp — nearly every event of a stream — by hand: the bytes serde writes, without the
+/// tagged and flattened serialisers around them. False: not such an event; nothing written.
+fn write_content(event: &Event, out: &mut BytesMut) -> bool {
+    let (ty, id_key, id, delta, base) = match event {
+        Event::TextMessageContent(e) => (
+            "TEXT_MESSAGE_CONTENT",
+            "messageId",
+            &e.message_id,
+            &e.delta,
+            &e.base,
+        ),
+        Event::ReasoningMessageContent(e) => (
+            "REASONING_MESSAGE_CONTENT",
+            "messageId",
+            &e.message_id,
+            &e.delta,
+            &e.base,
+        ),
+        Event::ToolCallArgs(e) => (
+            "TOOL_CALL_ARGS",
+            "toolCallId",
+            &e.tool_call_id,
+            &e.delta,
+            &e.base,
+        ),
+        _ => return false,
+    };
+    if base.raw_event.is_some()
+        || base.metadata.is_some()
+        || base.subagent_run_id.is_some()
+        || !base.extra.is_empty()
+    {
+        return false;
     }
-    let extra = std::mem::take(extra);
-    if policy == UnknownFields::Drop {
-        return;
+    out.reserve(64 + id.len() + delta.len());
+    out.extend_from_slice(b"data: {\"type\":\"");
+    out.extend_from_slice(ty.as_bytes());
+    out.extend_from_slice(b"\",\"");
+    out.extend_from_slice(id_key.as_bytes());
+    out.extend_from_slice(b"\":");
+    json::write_str(out, id);
+    out.extend_from_slice(b",\"delta\":");
+    json::write_str(out, delta);
+    if let Some(ts) = base.timestamp {
+        out.extend_from_slice(b",\"timestamp\":");
+        json::write_int(out, ts);
     }
-    let metadata = metadata.get_or_insert_with(Map::new);
+    out.extend_from_slice(b"}\n\n");
+    true
+}
+
+/// Moves unknown fields under `metadata.upstream`.
+fn fold_into(extra: Map<String, Value>, metadata: &mut Map<String, Value>) {
     match metadata.get_mut("upstream") {
         Some(Value::Object(upstream)) => upstream.extend(extra),
         _ => {
@@ -114,6 +168,23 @@ mod tests {
         assert!(text.starts_with("data: {") && text.ends_with("}\n\n"));
         assert_eq!(text.matches('\n').count(), 2);
         assert!(!text.contains('\r'));
+    }
+
+    #[test]
+    fn content_events_are_written_as_serde_writes_them() {
+        for v in [
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"héllo \"q\"\n\u{1}"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m\\","delta":"","timestamp":1_700_000_000_000_i64}),
+            json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"why"}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"a\":1}","timestamp":-5}),
+            json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x","subagentRunId":"s"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","metadata":{"k":1}}),
+        ] {
+            let event: Event = serde_json::from_value(v.clone()).unwrap();
+            let mut general = BytesMut::new();
+            sse::encode_json(&mut general, None, &event).unwrap();
+            assert_eq!(write(UnknownFields::Metadata, v).as_bytes(), &general[..]);
+        }
     }
 
     #[test]

@@ -482,7 +482,7 @@ fn custom_event(name: &str, value: Value, base: EventBase) -> Event {
 fn with_hai(mut base: EventBase, hai: Map<String, Value>) -> EventBase {
     if !hai.is_empty() {
         base.metadata
-            .get_or_insert_with(Map::new)
+            .get_or_insert_with(Box::default)
             .insert(METADATA_KEY.into(), Value::Object(hai));
     }
     base
