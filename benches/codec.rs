@@ -145,6 +145,8 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
                 let mut event = match shape {
                     Shape::Text => {
                         let mut e = base("BUSINESS_DATA_CONTENT");
+                        // As HAI agents send them: the role is on the start only.
+                        e.as_object_mut().map(|e| e.remove("role"));
                         let output = json!({"output":{"type":"text","content":delta(i)}});
                         e["delta"] = output.to_string().into();
                         e

@@ -58,6 +58,12 @@ pub fn for_each_field<'a>(
     }
 }
 
+/// The value of a JSON string literal that is all of `s`.
+pub fn str_literal(s: &str) -> Option<Cow<'_, str>> {
+    let (value, rest) = string(s)?;
+    rest.is_empty().then_some(value)
+}
+
 fn skip_ws(s: &str) -> &str {
     s.trim_start_matches([' ', '\t', '\n', '\r'])
 }
@@ -74,15 +80,46 @@ fn string(s: &str) -> Option<(Cow<'_, str>, &str)> {
         b'\\' => {}
         _ => return None,
     }
-    // Escapes: find the closing quote, then let serde_json decode the token.
-    let mut i = end;
+    // Escapes: the one-letter ones are decoded here, run by run; a `\u` sends the token to
+    // serde_json (surrogate pairs and their errors are its business).
+    let mut value = String::with_capacity(body.len().min(end + 64));
+    let mut i = 0;
+    loop {
+        let run = plain_len(&bytes[i..]);
+        value.push_str(&body[i..i + run]);
+        i += run;
+        match (bytes.get(i)?, bytes.get(i + 1)) {
+            (b'"', _) => return Some((Cow::Owned(value), &body[i + 1..])),
+            (b'\\', Some(&escaped)) => {
+                value.push(match escaped {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    b'u' => return unicode_escaped(s),
+                    _ => return None,
+                });
+                i += 2;
+            }
+            _ => return None, // a control character, or the input ends
+        }
+    }
+}
+
+/// A string token with `\u` escapes at the start of `s`, decoded by serde_json.
+fn unicode_escaped(s: &str) -> Option<(Cow<'_, str>, &str)> {
+    let bytes = s.as_bytes();
+    let mut i = 1;
     while i < bytes.len() {
         match bytes[i] {
             b'\\' => i += 2,
             b'"' => {
-                let token = &s[..i + 2];
-                let value: String = serde_json::from_str(token).ok()?;
-                return Some((Cow::Owned(value), &body[i + 1..]));
+                let value: String = serde_json::from_str(&s[..=i]).ok()?;
+                return Some((Cow::Owned(value), &s[i + 1..]));
             }
             _ => i += 1,
         }
@@ -201,6 +238,7 @@ mod tests {
             r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"héllo 世界"}"#,
             r#" { "a" : "x" , "b":-12 ,"c":0, "d":"q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00" } "#,
             r#"{"timestamp":1700000000000,"delta":""}"#,
+            r#"{"e":"1\"2\\3\/4\b5\f6\n7\r8\t9 é","f":"\\","g":"\u007b\n"}"#,
             r#"{}"#,
         ] {
             let ours = fields(data).unwrap_or_else(|| panic!("declined {data}"));
@@ -231,6 +269,8 @@ mod tests {
             "{\"a\":\"raw\u{1}control\"}",
             r#"{"a\u0062":"x"}"#,
             r#"{"a":"bad \x escape"}"#,
+            r#"{"a":"tab\	raw"}"#,
+            r#"{"a":"ends \"#,
             r#"["a"]"#,
             "",
         ] {
@@ -246,7 +286,11 @@ mod tests {
                 let mut bytes = vec![b'a'; 20];
                 bytes[at] = special;
                 // Bytes just beside the special ones must not stop it.
-                bytes.iter_mut().skip(at + 1).step_by(3).for_each(|b| *b = 0x20);
+                bytes
+                    .iter_mut()
+                    .skip(at + 1)
+                    .step_by(3)
+                    .for_each(|b| *b = 0x20);
                 assert_eq!(plain_len(&bytes), at, "{special:#x} at {at}");
             }
         }

@@ -17,6 +17,8 @@
 //! Alongside, the reader fingerprints every message it makes the client's reducer build, so the
 //! next request can tell whether the client changed one ([`super::upstream::Fingerprint`]).
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -30,6 +32,7 @@ use crate::event::{
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
 };
+use crate::json::{for_each_field, Scalar};
 use crate::sse::SseEvent;
 use crate::translate::{DropKind, IdMint, Note, RunIds};
 
@@ -253,6 +256,10 @@ impl AapReader {
     ) -> Result<(), Failure> {
         if self.stop.is_some() || self.finished {
             notes.push(Note::Dropped(DropKind::AfterTerminal));
+            return Ok(());
+        }
+        if let Some((kind, delta)) = plain_delta(event) {
+            self.delta(kind, &delta, out);
             return Ok(());
         }
         let Ok(Value::Object(mut data)) = serde_json::from_slice::<Value>(&event.data) else {
@@ -703,6 +710,24 @@ fn permission_interrupt(call: &AapCall) -> Interrupt {
         metadata: None::<Map<String, Value>>,
         subagent_run_id: None,
     }
+}
+
+/// A `text_delta` or `thinking_delta` whose data is a flat object with one `delta` string —
+/// nearly every event of a turn — read without building a JSON tree. `None`: anything else,
+/// which the general path reads (with the same result for what this accepts).
+fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
+    let kind = match event.name.as_deref()? {
+        name::TEXT_DELTA => Kind::Text,
+        name::THINKING_DELTA => Kind::Reasoning,
+        _ => return None,
+    };
+    let mut delta = None;
+    for_each_field(&event.data, |key, value| match (key, value) {
+        ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
+        ("delta", Scalar::Int(_)) => None,
+        _ => Some(()),
+    })?;
+    Some((kind, delta?))
 }
 
 #[cfg(test)]

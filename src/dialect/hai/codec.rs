@@ -10,6 +10,7 @@
 //! so each delta must be one compact object and no `}{` may appear inside a string value: every
 //! brace inside a string is written as `\u007b` / `\u007d` ([`escape_braces_in_strings`]).
 
+use bytes::BytesMut;
 use serde_json::{Map, Value};
 
 use crate::mapping::HaiTables;
@@ -197,6 +198,24 @@ fn business(
 /// `\u007d`, so a concatenation of such texts splits on `}{` exactly at object boundaries.
 pub(super) fn json_string(value: &Value) -> String {
     escape_braces_in_strings(&value.to_string())
+}
+
+/// Appends `s` as a JSON string literal with its braces escaped, as [`json_string`] writes
+/// string values.
+pub(super) fn write_braceless_str(out: &mut BytesMut, s: &str) {
+    let start = out.len();
+    crate::json::write_str(out, s);
+    if memchr::memchr2(b'{', b'}', &out[start..]).is_none() {
+        return;
+    }
+    let literal = out.split_off(start);
+    for &b in literal.iter() {
+        match b {
+            b'{' => out.extend_from_slice(b"\\u007b"),
+            b'}' => out.extend_from_slice(b"\\u007d"),
+            _ => out.extend_from_slice(&[b]),
+        }
+    }
 }
 
 /// Escapes braces inside the string literals of compact JSON text (`hai.md` §6 obligation 2).

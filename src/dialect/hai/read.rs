@@ -25,6 +25,7 @@ use crate::event::{
     ReasoningMessageStart, ReasoningStart, SubagentFinished, SubagentOutcome, SubagentStarted,
     TextMessageContent, TextMessageEnd, TextMessageStart, TextRole,
 };
+use crate::json::{self, Scalar};
 use crate::mapping::{AguiAliases, HaiTables, Mappings};
 use crate::sse::SseEvent;
 use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
@@ -68,6 +69,8 @@ pub struct HaiReader {
     resolved: HashSet<String>,
     /// Subagents opened by collaboration events (`Collaboration::Subagent`).
     subagents: Vec<String>,
+    /// `text` outputs keep their name in the route's tables, so [`plain_text`] may read them.
+    text_is_text: bool,
 }
 
 impl HaiReader {
@@ -91,6 +94,7 @@ impl HaiReader {
             calls: Vec::new(),
             resolved: HashSet::new(),
             subagents: Vec::new(),
+            text_is_text: mappings.hai.output_type("text") == "text",
         }
     }
 
@@ -101,6 +105,10 @@ impl HaiReader {
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
+        if let Some(event) = self.plain_text(&sse.data) {
+            out.push(event);
+            return Ok(());
+        }
         let value: Value = serde_json::from_slice(&sse.data).map_err(|e| {
             Failure::new(
                 ErrorCode::UpstreamMalformed,
@@ -316,6 +324,55 @@ impl HaiReader {
         }
     }
 
+    /// A `BUSINESS_DATA_CONTENT` of an open message whose delta is one plain text output and
+    /// which carries nothing else — nearly every event of an answer — read without building
+    /// JSON trees. `None`: anything else, which [`Self::business_content`] reads (to the same
+    /// event for what this accepts; tested).
+    fn plain_text(&self, data: &[u8]) -> Option<Event> {
+        const PREFIX: &str = r#"{"output":{"type":"text","content":"#;
+        if !self.text_is_text {
+            return None;
+        }
+        let (mut ty, mut id, mut delta, mut timestamp) = (None, None, None, None);
+        json::for_each_field(data, |key, value| {
+            let fresh = match (key, value) {
+                ("type", Scalar::Str(s)) => ty.replace(s).is_none(),
+                ("messageId", Scalar::Str(s)) => id.replace(s).is_none(),
+                ("delta", Scalar::Str(s)) => delta.replace(s).is_none(),
+                ("timestamp", Scalar::Int(n)) => timestamp.replace(n).is_none(),
+                // Ignored by the general path too (a content event's role is its start's).
+                ("role", Scalar::Str(_)) => true,
+                _ => false,
+            };
+            fresh.then_some(())
+        })?;
+        let id = id.filter(|id| !id.is_empty())?;
+        if ty? != "BUSINESS_DATA_CONTENT" || !self.open.iter().any(|o| o.id == id) {
+            return None;
+        }
+        let keeps_timestamp = match (timestamp, self.timestamps) {
+            (None, _) | (Some(_), Timestamps::Passthrough) => true,
+            (Some(ts), Timestamps::Normalise) => {
+                fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts))
+            }
+            (Some(_), Timestamps::Drop) => false,
+        };
+        if !keeps_timestamp {
+            return None;
+        }
+        let delta = delta?;
+        let text = delta.strip_prefix(PREFIX)?.strip_suffix("}}")?;
+        let text = json::str_literal(text)?;
+        Some(Event::TextMessageContent(TextMessageContent {
+            message_id: id.into_owned(),
+            delta: text.into_owned(),
+            base: EventBase {
+                timestamp,
+                ..EventBase::default()
+            },
+        }))
+    }
+
     fn business_end(
         &mut self,
         map: Map<String, Value>,
@@ -497,5 +554,59 @@ fn put_hai(map: &mut Map<String, Value>, hai: Map<String, Value>) {
     }
     if let Value::Object(metadata) = metadata {
         metadata.insert(METADATA_KEY.into(), Value::Object(hai));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::SseDecoder;
+    use bytes::BytesMut;
+
+    fn read(stream: &str, fast: bool) -> (Vec<Event>, Vec<Note>) {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let mappings = Mappings::builtin();
+        let options = HaiOptions::default();
+        let mut reader = HaiReader::new(&ids, &mappings, ReaderOptions::default(), &options, []);
+        reader.text_is_text &= fast;
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        let mut decoder = SseDecoder::default();
+        let mut buf = BytesMut::from(stream);
+        while let Ok(Some(crate::sse::SseItem::Event(e))) = decoder.decode(&mut buf) {
+            reader.read(&e, &mut out, &mut notes).unwrap();
+        }
+        (out, notes)
+    }
+
+    #[test]
+    fn plain_text_deltas_read_as_the_general_path_reads_them() {
+        let content = |extra: &str| {
+            format!(r#"data: {{"type":"BUSINESS_DATA_CONTENT","messageId":"m1"{extra}}}"#) + "\n\n"
+        };
+        let mut stream =
+            String::from("data: {\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m1\"}\n\n");
+        for extra in [
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"a \\u007bb\\u007d \\\"q\\\" é\"}}","timestamp":1760000000000"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"\"}}""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"s\"}}","timestamp":1760000000"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"a\"}}{\"output\":{\"type\":\"text\",\"content\":\"b\"}}""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"},\"blockId\":\"b\"}""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b""#,
+            r#","delta":"{\"output\":{\"type\":\"think\",\"data\":{\"content\":\"hm\"}}}""#,
+            r#","delta":"just text""#,
+        ] {
+            stream.push_str(&content(extra));
+        }
+        stream.push_str(
+            &content(r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}""#)
+                .replace("m1", "m2"),
+        );
+        let (fast, slow) = (read(&stream, true), read(&stream, false));
+        assert_eq!(fast, slow);
+        assert!(fast.0.len() > 10, "{:?}", fast.0);
     }
 }

@@ -17,9 +17,9 @@ use super::history::{self, AssistantContent};
 use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, METADATA_KEY};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{ContentPart, Event, EventBase, MessageContent, RunOutcome};
-use crate::sse;
 use crate::translate::confirm;
 use crate::translate::transcript::args_object;
+use crate::{json, sse};
 
 /// Tool calls whose arguments may be held at once (`translation.md` §5).
 const MAX_HELD_CALLS: usize = 1024;
@@ -59,6 +59,8 @@ pub struct HaiWriter {
     open: Vec<Business>,
     reasoning: Vec<Reasoning>,
     args: HashMap<String, String>,
+    /// Reused for the delta text of [`Self::plain_text`].
+    scratch: BytesMut,
 }
 
 impl HaiWriter {
@@ -122,6 +124,11 @@ impl HaiWriter {
             Event::TextMessageContent(e) => {
                 let hai = hai_metadata(&e.base);
                 if e.delta.is_empty() && hai.is_none() {
+                    return Ok(());
+                }
+                if hai.is_none() && self.options.delta_encoding == DeltaEncoding::JsonString {
+                    self.ensure_started(out, &e.message_id);
+                    self.plain_text(out, &e.message_id, &e.delta, ts);
                     return Ok(());
                 }
                 let object = codec::text_business(&e.delta, hai);
@@ -451,6 +458,28 @@ impl HaiWriter {
         self.frame(out, "BUSINESS_DATA_CONTENT", fields, ts);
     }
 
+    /// A text delta with nothing but its text — nearly every event of an answer — as variant 3,
+    /// by hand: the bytes [`codec::text_business`], [`Self::business`] and [`Self::frame`]
+    /// write for it, without the JSON trees in between (tested against them).
+    fn plain_text(&mut self, out: &mut BytesMut, id: &str, text: &str, ts: i64) {
+        let delta = &mut self.scratch;
+        delta.clear();
+        delta.extend_from_slice(br#"{"output":{"type":"text","content":"#);
+        codec::write_braceless_str(delta, text);
+        delta.extend_from_slice(b"}}");
+        // Built from `str` pieces and ASCII only: always UTF-8.
+        let Ok(delta) = std::str::from_utf8(delta) else {
+            return;
+        };
+        out.extend_from_slice(br#"data: {"type":"BUSINESS_DATA_CONTENT","messageId":"#);
+        json::write_str(out, id);
+        out.extend_from_slice(br#","delta":"#);
+        json::write_str(out, delta);
+        out.extend_from_slice(br#","timestamp":"#);
+        json::write_int(out, ts);
+        out.extend_from_slice(b"}\n\n");
+    }
+
     fn custom(&mut self, out: &mut BytesMut, name: String, value: Value, ts: i64) {
         match (name.as_str(), value) {
             (custom::BUSINESS_DATA, Value::Object(mut object)) => {
@@ -574,6 +603,21 @@ fn result_text(content: MessageContent) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn plain_text_deltas_are_the_bytes_the_general_path_writes() {
+        for text in ["plain", "braces {x} }{ and \"q\" \\{ \n é 世界 \u{1}", "{}"] {
+            let mut general = BytesMut::new();
+            let mut writer = HaiWriter::default();
+            writer.business(&mut general, "m\"1", codec::text_business(text, None), 17);
+            let mut fast = BytesMut::new();
+            writer.plain_text(&mut fast, "m\"1", text, 17);
+            assert_eq!(
+                String::from_utf8_lossy(&fast),
+                String::from_utf8_lossy(&general)
+            );
+        }
+    }
 
     fn write_all(writer: &mut HaiWriter, events: Value) -> Result<Vec<Value>, Failure> {
         let mut out = BytesMut::new();
