@@ -97,6 +97,12 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         gateway_starts: 0,
     };
     println!("e2e: {}", layout.describe());
+    if let Ok(secs) = std::env::var("BENCH_CODEC_SECONDS") {
+        ctx.notes
+            .push(format!("phase codec (criterion) took {secs} s"));
+    }
+    ctx.notes
+        .push(format!("load average at start: {}", loadavg()));
     let mut phases = Vec::new();
     let clock = Instant::now();
     qualify(&mut ctx, nginx.is_some()).await?;
@@ -125,6 +131,10 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         }
         phases.push((name, clock.elapsed()));
     }
+    ctx.notes.push(format!(
+        "load average at end: {} (the machine is shared: other work on the CPUs inflates tails)",
+        loadavg()
+    ));
     for (name, took) in &phases {
         ctx.notes
             .push(format!("phase {name} took {:.0} s", took.as_secs_f64()));
@@ -152,6 +162,13 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         "some comparators failed qualification (see the report)"
     );
     Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Qualifies every comparator against the paced mock of scenario a; keeps those that pass.
