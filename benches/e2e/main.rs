@@ -68,7 +68,27 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("runtime")?;
-    runtime.block_on(bench(cli, layout))
+    // On Ctrl-C or SIGTERM the benchmark future is dropped, which kills every child process.
+    runtime.block_on(async {
+        tokio::select! {
+            result = bench(cli, layout) => result,
+            signal = interrupted() => {
+                signal?;
+                anyhow::bail!("interrupted: child processes stopped")
+            }
+        }
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn interrupted() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("SIGINT handler")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
 }
 
 /// The directory Cargo builds into (criterion's results, our logs).

@@ -23,6 +23,11 @@ const SPARE_FDS: u64 = 200;
 /// Streams being opened at once.
 const OPENING: usize = 200;
 
+/// Pace of each active stream. At 100 ms, 9,900 streams make 99,000 events/s, more than the
+/// mock and the client sharing CPU 0 can write and read: the gateway then holds the backlog
+/// and its RSS measures the rig, not a stream.
+const ACTIVE_PACE_US: u64 = 500_000;
+
 /// The kinds measured.
 pub const KINDS: [Comparator; 3] = [
     Comparator::Passthrough,
@@ -34,7 +39,7 @@ fn script(active: bool) -> Script {
     Script {
         delay_ms: 0,
         events: 100_000,
-        pace_us: 100_000,
+        pace_us: ACTIVE_PACE_US,
         delta_bytes: crate::marker::DELTA_BYTES,
         mode: if active { Mode::Normal } else { Mode::Hold },
         flood_bytes: 0,
@@ -133,9 +138,9 @@ async fn measure(
     let rest = gateway.rss_kib()?;
     let progress = Arc::new(Progress::default());
     let mut set = JoinSet::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
     for i in 0..k {
         // At most OPENING streams between "started" and "first event".
-        let deadline = Instant::now() + Duration::from_secs(30);
         while i > progress.opened.load(Ordering::Relaxed)
             + progress.failed.load(Ordering::Relaxed)
             + OPENING

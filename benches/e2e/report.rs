@@ -399,13 +399,16 @@ request to the first event with a marker (AAP: from the turn POST; session creat
 included; no TTFE target for AAP message mode, whose first content event is the whole message \
 at the end of the run). *added* = comparator − direct, and gateway − nginx, of the same run per percentile; \
 the median of those per-run differences is shown.
-- b. saturation: unpaced mock (many events per 16 KiB frame); one stream, then 100 streams in \
-a closed loop; events/s = content events of correct streams / wall time. Direct is the ceiling \
+- b. saturation: unpaced mock (many events per 16 KiB frame); one stream of 120,000 events (not \
+200,000: an AAP session's history is capped at 8 MiB by default, about 139,800 such deltas, and \
+past it the gateway ends the turn with `HISTORY_LIMIT_EXCEEDED`), then 100 streams of 2,000 \
+events in a closed loop; events/s = content events of correct streams / wall time. Direct is the ceiling \
 of the mock and client sharing CPU 0; a comparator within 10 % of it is limited by the rig, not \
 by itself.
 - c. memory: fresh gateway per value; RSS (VmRSS) at rest after 0.5 s, then with K streams: idle \
-= after every stream got a heartbeat (1 s interval), active = mock sends one event per 100 ms \
-per stream, sampled while all flow (median of three samples 0.4 s apart). Measured once per \
+= after every stream got a heartbeat (1 s interval), active = mock sends one event per 500 ms \
+per stream (at 100 ms, 9,900 streams = 99,000 events/s saturate CPU 0, shared by mock and client, \
+and the gateway's RSS then holds the client's backlog), sampled while all flow (median of three samples 0.4 s apart). Measured once per \
 benchmark (not per run).
 - d. slow client: measured once per benchmark; a raw socket with a 4 KiB receive buffer reads \
 1 KiB per second.

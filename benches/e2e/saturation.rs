@@ -17,6 +17,10 @@ use crate::rig::{self, Comparator, Ctx};
 pub const SCENARIO: &str = "b. saturation";
 /// Concurrent streams of the closed loop.
 const CONCURRENCY: usize = 100;
+/// Content events of the single long stream: as many as an AAP session's history holds
+/// (`max_history_bytes`, 8 MiB by default, about 139,800 60-byte deltas); past it the gateway
+/// rightly ends the turn with `HISTORY_LIMIT_EXCEEDED`, so the same count for every comparator.
+const LONG_EVENTS: u64 = 120_000;
 /// Content events of each closed-loop stream.
 const LOOP_EVENTS: u64 = 2_000;
 
@@ -35,7 +39,7 @@ pub const ONE: &str = "1 stream events/s";
 pub const MANY: &str = "100 streams events/s";
 
 pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()> {
-    let long = if ctx.quick { 50_000 } else { 200_000 };
+    let long = if ctx.quick { 50_000 } else { LONG_EVENTS };
     let loop_for = if ctx.quick {
         Duration::from_secs(2)
     } else {
