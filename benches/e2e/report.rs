@@ -411,7 +411,8 @@ per stream (at 100 ms, 9,900 streams = 99,000 events/s saturate CPU 0, shared by
 and the gateway's RSS then holds the client's backlog), sampled while all flow (median of three samples 0.4 s apart). Measured once per \
 benchmark (not per run).
 - d. slow client: measured once per benchmark; a raw socket with a 4 KiB receive buffer reads \
-1 KiB per second.
+1 KiB per second; RSS is sampled before the request, then every second from the request on \
+(start = right after the request); the mock's production is counted from before the request.
 - Runs: comparators are rotated by one position per run (counterbalanced order); a fresh \
 gateway / nginx process per comparator and run.";
 

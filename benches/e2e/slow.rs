@@ -20,6 +20,9 @@ const FLOOD_BYTES: u64 = 50_000_000;
 
 /// What one slow-client run saw.
 pub struct Slow {
+    /// Before the request.
+    pub idle_rss: u64,
+    /// (second, KiB) from the request on.
     pub rss: Vec<(f64, f64)>,
     pub produced: Vec<u64>,
     pub received: u64,
@@ -53,6 +56,13 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         .copied()
         .unwrap_or(0);
     let produced = slow.produced.last().copied().unwrap_or(0);
+    figures.push(
+        SCENARIO,
+        label,
+        "RSS before the stream",
+        "KiB",
+        slow.idle_rss as f64,
+    );
     figures.push(SCENARIO, label, "RSS start", "KiB", start);
     figures.push(SCENARIO, label, "RSS max", "KiB", max);
     figures.push(SCENARIO, label, "RSS end", "KiB", end);
@@ -101,6 +111,9 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
 
 async fn run(sut: &rig::Sut, mock: std::net::SocketAddr, secs: u64) -> anyhow::Result<Slow> {
     let gateway = sut.proc.as_ref().context("no gateway")?;
+    // Read before the request: the flood fills every buffer within milliseconds of it.
+    let before = produced(mock).await?;
+    let idle_rss = gateway.rss_kib()?;
     let socket = tokio::net::TcpSocket::new_v4()?;
     // Small receive buffer so that the client's socket cannot hide the backlog (the kernel
     // may round it up).
@@ -114,10 +127,10 @@ async fn run(sut: &rig::Sut, mock: std::net::SocketAddr, secs: u64) -> anyhow::R
         body.len()
     );
     tcp.write_all(request.as_bytes()).await?;
-    let before = produced(mock).await.unwrap_or(0);
     let started = Instant::now();
     let mut buf = [0u8; 1024];
     let mut slow = Slow {
+        idle_rss,
         rss: Vec::new(),
         produced: Vec::new(),
         received: 0,
