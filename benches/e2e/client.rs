@@ -1,0 +1,318 @@
+//! The load generator's client: one HTTP/1.1 connection per stream, the request each face
+//! expects (AG-UI, HAI, AAP delta or message), and the checks and timings of one stream: every
+//! marker in order and exactly once, the terminal event, TTFB, TTFE and per-event latency.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+
+use crate::marker;
+
+/// The protocol the client speaks to the system under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Face {
+    AgUi,
+    Hai,
+    AapDelta,
+    AapMessage,
+}
+
+impl Face {
+    fn is_aap(self) -> bool {
+        matches!(self, Face::AapDelta | Face::AapMessage)
+    }
+
+    /// Whether an event ends the stream well.
+    fn is_terminal(self, event: &[u8]) -> bool {
+        if self.is_aap() {
+            event.starts_with(b"event: turn_stop") && contains(event, b"end_turn")
+        } else {
+            contains(event, b"\"RUN_FINISHED\"")
+        }
+    }
+
+    /// Whether an event ends the stream badly.
+    fn is_failure(self, event: &[u8]) -> bool {
+        if self.is_aap() {
+            event.starts_with(b"event: turn_stop") && !contains(event, b"end_turn")
+        } else {
+            contains(event, b"\"RUN_ERROR\"")
+        }
+    }
+}
+
+/// Where and how to open streams.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub face: Face,
+}
+
+/// Counters shared by many streams that are held open (memory scenarios).
+#[derive(Default)]
+pub struct Progress {
+    /// Streams whose first event arrived.
+    pub opened: AtomicUsize,
+    /// Streams that received a heartbeat after their first event.
+    pub heartbeat: AtomicUsize,
+    /// Streams that received a content event.
+    pub flowing: AtomicUsize,
+    /// Streams that failed before their end.
+    pub failed: AtomicUsize,
+}
+
+/// What one stream saw.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub error: Option<String>,
+    /// Content markers received in order (each counts one content event of the mock).
+    pub markers: u64,
+    /// Receive − send of the last marker, one per received event with markers.
+    pub latencies_ns: Vec<u64>,
+    pub ttfb_ns: u64,
+    pub ttfe_ns: Option<u64>,
+    pub session_ns: Option<u64>,
+    /// Receive time (epoch ns) of the first event of any kind and of the first with a marker.
+    pub first_event_at: Option<u64>,
+    pub first_marker_at: Option<u64>,
+    /// Send time (epoch ns) of the last marker.
+    pub last_sent: u64,
+    pub heartbeats: u64,
+    /// The first bytes of the body, for qualification.
+    pub head: Vec<u8>,
+    pub status: u16,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+const HEAD_BYTES: usize = 4096;
+
+/// Opens one stream, reads it to its end and checks `expected` markers arrived.
+pub async fn stream(target: Target, expected: u64, progress: Option<&Progress>) -> Outcome {
+    let mut outcome = Outcome::default();
+    if let Err(e) = run(target, expected, progress, &mut outcome).await {
+        outcome.error = Some(format!("{e:#}"));
+        if let Some(p) = progress {
+            p.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    outcome
+}
+
+async fn run(
+    target: Target,
+    expected: u64,
+    progress: Option<&Progress>,
+    out: &mut Outcome,
+) -> anyhow::Result<()> {
+    let mut sender = connect(target.addr).await?;
+    let host = target.addr.to_string();
+    let path = if target.face.is_aap() {
+        let started = Instant::now();
+        let created = post(
+            &mut sender,
+            &host,
+            "/sessions",
+            r#"{"agent":{"name":"bench"}}"#,
+        )
+        .await
+        .context("create session")?;
+        out.session_ns = Some(started.elapsed().as_nanos() as u64);
+        let (status, body) = read_all(created).await?;
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let id = json["sessionId"]
+            .as_str()
+            .ok_or_else(|| anyhow!("session: {status} {}", String::from_utf8_lossy(&body)))?;
+        format!("/sessions/{id}/turns")
+    } else {
+        "/".to_string()
+    };
+    let body = request_body(target.face);
+    let sent = Instant::now();
+    let response = post(&mut sender, &host, &path, body)
+        .await
+        .context("send")?;
+    out.ttfb_ns = sent.elapsed().as_nanos() as u64;
+    out.status = response.status().as_u16();
+    if !response.status().is_success() {
+        let (status, body) = read_all(response).await?;
+        bail!("status {status}: {}", String::from_utf8_lossy(&body));
+    }
+    let mut body = response.into_body();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut next_seq = 0u64;
+    let mut ended = false;
+    let mut opened = false;
+    let mut flowing = false;
+    let mut beat = false;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.context("body")?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let at = marker::now_ns();
+        if out.head.len() < HEAD_BYTES {
+            out.head
+                .extend_from_slice(&data[..data.len().min(HEAD_BYTES)]);
+        }
+        buf.extend_from_slice(&data);
+        let mut start = 0;
+        while let Some(end) = memchr::memmem::find(&buf[start..], b"\n\n") {
+            let event = &buf[start..start + end];
+            start += end + 2;
+            if event.starts_with(b":") {
+                out.heartbeats += 1;
+                if opened && !beat {
+                    beat = true;
+                    if let Some(p) = progress {
+                        p.heartbeat.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                continue;
+            }
+            if ended {
+                bail!("event after the terminal event");
+            }
+            if !opened {
+                opened = true;
+                out.first_event_at = Some(at);
+                if let Some(p) = progress {
+                    p.opened.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let mut last = None;
+            let mut bad = None;
+            marker::scan(event, |m| {
+                if m.seq != next_seq % 1_000_000 && bad.is_none() {
+                    bad = Some((m.seq, next_seq));
+                }
+                next_seq += 1;
+                last = Some(m.sent_ns);
+            });
+            if let Some((got, want)) = bad {
+                bail!("marker {got} where {want} was due");
+            }
+            if let Some(sent_ns) = last {
+                out.latencies_ns.push(at.saturating_sub(sent_ns));
+                out.last_sent = sent_ns;
+                if out.first_marker_at.is_none() {
+                    out.first_marker_at = Some(at);
+                    out.ttfe_ns = Some(sent.elapsed().as_nanos() as u64);
+                }
+                if !flowing {
+                    flowing = true;
+                    if let Some(p) = progress {
+                        p.flowing.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            if target.face.is_failure(event) {
+                bail!("failed: {}", String::from_utf8_lossy(event));
+            }
+            if target.face.is_terminal(event) {
+                ended = true;
+            }
+        }
+        buf.drain(..start);
+        out.markers = next_seq;
+    }
+    out.markers = next_seq;
+    if !ended {
+        bail!("no terminal event after {next_seq} markers");
+    }
+    if next_seq != expected {
+        bail!("{next_seq} markers, {expected} expected");
+    }
+    if let Some(id) = path.strip_suffix("/turns") {
+        // Frees the session so long runs stay under the store's limit.
+        let delete = Request::delete(id)
+            .header("host", &host)
+            .body(Full::new(Bytes::new()))?;
+        if sender.ready().await.is_ok() {
+            let _ = sender.send_request(delete).await;
+        }
+    }
+    Ok(())
+}
+
+/// The request body each face sends.
+fn request_body(face: Face) -> &'static str {
+    match face {
+        Face::AgUi => concat!(
+            r#"{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}],"#,
+            r#""tools":[],"context":[],"state":{},"forwardedProps":{}}"#
+        ),
+        Face::Hai => concat!(
+            r#"{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi","#,
+            r#""timestamp":1760000000000}],"context":[],"tools":[]}"#
+        ),
+        Face::AapDelta => r#"{"stream":"delta","messages":[{"role":"user","content":"hi"}]}"#,
+        Face::AapMessage => r#"{"stream":"message","messages":[{"role":"user","content":"hi"}]}"#,
+    }
+}
+
+/// One HTTP/1.1 connection; its driver runs on the current runtime.
+pub async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .context("handshake")?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+async fn post(
+    sender: &mut SendRequest<Full<Bytes>>,
+    host: &str,
+    path: &str,
+    body: &str,
+) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+    let request = Request::post(path)
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
+    sender.ready().await?;
+    Ok(sender.send_request(request).await?)
+}
+
+async fn read_all(
+    response: hyper::Response<hyper::body::Incoming>,
+) -> anyhow::Result<(u16, Bytes)> {
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// `GET path` as JSON, on a fresh connection.
+pub async fn get_json(addr: SocketAddr, path: &str) -> anyhow::Result<serde_json::Value> {
+    let mut sender = connect(addr).await?;
+    let request = Request::get(path)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::new()))?;
+    let response = tokio::time::timeout(Duration::from_secs(5), sender.send_request(request))
+        .await
+        .context("timeout")??;
+    let (_, body) = read_all(response).await?;
+    serde_json::from_slice(&body).context("json")
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
+}

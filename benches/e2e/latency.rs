@@ -1,0 +1,186 @@
+//! Scenario a, latency: an open-loop schedule of paced streams (100 new streams per second,
+//! 100 events each 10 ms apart, so about 100 streams open at once), per-event latency, TTFE
+//! and TTFB percentiles per comparator, and what each proxy adds over direct and over nginx
+//! in the same run.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::{self, Target};
+use crate::figures::{quantile, Figures};
+use crate::mock::{Mode, Script};
+use crate::procs;
+use crate::rig::{self, Comparator, Ctx};
+
+pub const SCENARIO: &str = "a. latency";
+/// Streams started per second.
+const RATE: u64 = 100;
+/// Content events per stream.
+pub const EVENTS: u64 = 100;
+/// Pace of the mock.
+pub const PACE: Duration = Duration::from_millis(10);
+/// Streams started in the first second are not measured.
+const WARMUP: Duration = Duration::from_secs(1);
+
+pub fn script() -> Script {
+    Script {
+        delay_ms: 25,
+        events: EVENTS,
+        pace_us: PACE.as_micros() as u64,
+        delta_bytes: crate::marker::DELTA_BYTES,
+        mode: Mode::Normal,
+        flood_bytes: 0,
+    }
+}
+
+/// The figures of one comparator in one run.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    lat: [f64; 3],
+    ttfe: [f64; 3],
+    ttfb: [f64; 2],
+}
+
+const PCT: [(&str, f64); 3] = [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)];
+
+pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()> {
+    let mock = procs::mock(&ctx.layout, &script()).await?;
+    let measured = if ctx.quick {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(10)
+    };
+    for run in 0..ctx.runs {
+        let mut results = HashMap::new();
+        for comparator in ctx.order(run) {
+            let sut = rig::start(ctx, comparator, mock.addr).await?;
+            let r = one(sut.target, measured, comparator, figures).await;
+            sut.stop().await;
+            println!(
+                "  run {run} {:<28} p50 {:>7.0} µs  p99 {:>7.0} µs  TTFE p50 {:>7.0} µs",
+                comparator.label(),
+                r.lat[0],
+                r.lat[1],
+                r.ttfe[0]
+            );
+            results.insert(comparator, r);
+        }
+        added(&results, figures);
+    }
+    mock.stop().await;
+    Ok(())
+}
+
+/// One timed schedule against one comparator; records its own figures and returns them.
+async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Figures) -> Run {
+    let interval = Duration::from_nanos(1_000_000_000 / RATE);
+    let warm = (WARMUP.as_nanos() / interval.as_nanos()) as usize;
+    let total = warm + (measured.as_nanos() / interval.as_nanos()) as usize;
+    let t0 = Instant::now() + Duration::from_millis(20);
+    let mut set = JoinSet::new();
+    for i in 0..total {
+        // A fixed schedule, one start per interval, each start shifted within the 10 ms pace
+        // so that the open streams do not all tick on the same millisecond.
+        let shift = Duration::from_micros((i as u64 * 7_919) % PACE.as_micros() as u64);
+        let at = t0 + interval * i as u32 + shift;
+        set.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let outcome = tokio::time::timeout(
+                Duration::from_secs(60),
+                client::stream(target, EVENTS, None),
+            )
+            .await
+            .unwrap_or_else(|_| client::Outcome {
+                error: Some("timed out".into()),
+                ..Default::default()
+            });
+            (i, outcome)
+        });
+    }
+    let (mut lat, mut ttfe, mut ttfb) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut events, mut errors) = (0u64, 0u64);
+    let mut first_error = None;
+    while let Some(joined) = set.join_next().await {
+        let Ok((i, outcome)) = joined else {
+            errors += 1;
+            continue;
+        };
+        if let Some(e) = &outcome.error {
+            errors += 1;
+            first_error.get_or_insert_with(|| e.clone());
+            continue;
+        }
+        if i < warm {
+            continue;
+        }
+        events += outcome.markers;
+        lat.extend_from_slice(&outcome.latencies_ns);
+        ttfe.extend(outcome.ttfe_ns);
+        ttfb.push(outcome.ttfb_ns);
+    }
+    if let Some(e) = first_error {
+        println!("  {}: {errors} failed streams, first: {e}", c.label());
+    }
+    for v in [&mut lat, &mut ttfe, &mut ttfb] {
+        v.sort_unstable();
+    }
+    let us = |sorted: &[u64], q| quantile(sorted, q) / 1000.0;
+    let mut r = Run::default();
+    for (k, (_, q)) in PCT.iter().enumerate() {
+        r.lat[k] = us(&lat, *q);
+        r.ttfe[k] = us(&ttfe, *q);
+    }
+    r.ttfb = [us(&ttfb, 0.5), us(&ttfb, 0.99)];
+    let label = c.label();
+    figures.push(
+        SCENARIO,
+        label,
+        "achieved events/s",
+        "events/s",
+        events as f64 / measured.as_secs_f64(),
+    );
+    figures.push(SCENARIO, label, "failed streams", "streams", errors as f64);
+    for (k, (p, _)) in PCT.iter().enumerate() {
+        figures.push(SCENARIO, label, &format!("latency {p}"), "µs", r.lat[k]);
+    }
+    for (k, (p, _)) in PCT.iter().enumerate() {
+        figures.push(SCENARIO, label, &format!("TTFE {p}"), "µs", r.ttfe[k]);
+    }
+    figures.push(SCENARIO, label, "TTFB p50", "µs", r.ttfb[0]);
+    figures.push(SCENARIO, label, "TTFB p99", "µs", r.ttfb[1]);
+    r
+}
+
+/// Comparator − direct and gateway − nginx of the same run.
+fn added(results: &HashMap<Comparator, Run>, figures: &mut Figures) {
+    let base = [
+        (Comparator::Direct, "added vs direct"),
+        (Comparator::Nginx, "added vs nginx"),
+    ];
+    for c in &Comparator::ALL {
+        let Some(r) = results.get(c) else {
+            continue;
+        };
+        for (b, what) in base {
+            if *c == b || (b == Comparator::Nginx && !c.is_gateway()) {
+                continue;
+            }
+            let Some(base) = results.get(&b) else {
+                continue;
+            };
+            for (k, (p, _)) in PCT.iter().enumerate() {
+                let name = format!("{what}: latency {p}");
+                figures.push(SCENARIO, c.label(), &name, "µs", r.lat[k] - base.lat[k]);
+            }
+            for (k, (p, _)) in PCT.iter().enumerate() {
+                let name = format!("{what}: TTFE {p}");
+                figures.push(SCENARIO, c.label(), &name, "µs", r.ttfe[k] - base.ttfe[k]);
+            }
+            let name = format!("{what}: TTFB p50");
+            figures.push(SCENARIO, c.label(), &name, "µs", r.ttfb[0] - base.ttfb[0]);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The processes of the rig: the mock upstream, the gateway and nginx, each started pinned to
+//! its CPU and killed when its handle is dropped; the load generator's own pinning; RSS.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command};
+
+use crate::client::Face;
+use crate::mock::Script;
+
+/// The gateway under test, built by Cargo with the bench profile.
+pub const GATEWAY: &str = env!("CARGO_BIN_EXE_dialect-proxy");
+
+/// Which CPUs each process of the rig runs on.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub cpus: usize,
+    pub pinned: bool,
+}
+
+impl Layout {
+    /// Reads the CPU count; pins only with at least two CPUs and `taskset` available.
+    pub fn detect() -> Layout {
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let taskset = std::process::Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_ok();
+        Layout {
+            cpus,
+            pinned: cpus >= 2 && taskset,
+        }
+    }
+
+    /// Pins this process (all its threads, and the children it starts later) to CPU 0.
+    pub fn pin_self(&self) -> anyhow::Result<()> {
+        if !self.pinned {
+            return Ok(());
+        }
+        let status = std::process::Command::new("taskset")
+            .args(["-a", "-p", "-c", "0", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .context("taskset")?;
+        if !status.success() {
+            bail!("taskset -p failed: {status}");
+        }
+        Ok(())
+    }
+
+    pub fn describe(&self) -> String {
+        if self.pinned {
+            format!(
+                "{} CPUs: load generator (this process, sched affinity via `taskset -a -p -c 0`) \
+                 and mock upstream (`taskset -c 0`) on CPU 0; system under test (gateway or \
+                 nginx) alone on CPU 1 (`taskset -c 1`)",
+                self.cpus
+            )
+        } else {
+            format!(
+                "{} CPU(s): nothing pinned (needs 2 CPUs and taskset)",
+                self.cpus
+            )
+        }
+    }
+
+    fn command(&self, cpu: u32, program: &str) -> Command {
+        if self.pinned {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+}
+
+/// A child process of the rig with the address it serves; killed when dropped.
+pub struct Proc {
+    pub addr: SocketAddr,
+    pub child: Child,
+    _stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Resident set size in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        rss_kib(self.child.id())
+    }
+
+    /// Kills the process and waits for it.
+    pub async fn stop(self) {
+        drop(self);
+    }
+}
+
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow!("no VmRSS for {pid}"))
+}
+
+/// Reads lines of `stdout` until one contains `http://ADDR`; gives the reader back.
+async fn announced(
+    mut stdout: BufReader<ChildStdout>,
+    what: &str,
+) -> anyhow::Result<(SocketAddr, BufReader<ChildStdout>)> {
+    let name = what.to_string();
+    let read = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if stdout.read_line(&mut line)? == 0 {
+                bail!("{name} exited before listening");
+            }
+            if let Some((_, addr)) = line.trim().split_once("http://") {
+                let addr: SocketAddr = addr
+                    .trim_end_matches('/')
+                    .parse()
+                    .with_context(|| format!("{name} address {line:?}"))?;
+                return Ok((addr, stdout));
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .with_context(|| format!("{what} did not announce its address"))?
+        .context("join")?
+}
+
+/// Starts a mock upstream on CPU 0.
+pub async fn mock(layout: &Layout, script: &Script) -> anyhow::Result<Proc> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let mut cmd = layout.command(0, &exe.to_string_lossy());
+    cmd.arg("mock").args(script.to_args());
+    spawn(cmd, "mock", None).await
+}
+
+/// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`.
+pub async fn gateway(
+    layout: &Layout,
+    face: Face,
+    upstream: SocketAddr,
+    log: &Path,
+) -> anyhow::Result<Proc> {
+    let client = match face {
+        Face::AgUi => "ag-ui",
+        Face::Hai => "hai",
+        Face::AapDelta | Face::AapMessage => "aap",
+    };
+    let mut cmd = layout.command(1, GATEWAY);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--client", client])
+        .arg("--upstream")
+        .arg(format!("http://{upstream}/"))
+        .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
+    if client == "aap" {
+        cmd.args(["--agent-name", "bench"]);
+    }
+    spawn(cmd, "gateway", Some(log)).await
+}
+
+async fn spawn(mut cmd: Command, what: &str, log: Option<&Path>) -> anyhow::Result<Proc> {
+    cmd.stdout(Stdio::piped()).stdin(Stdio::null());
+    match log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("open {}", path.display()))?;
+            cmd.stderr(file);
+        }
+        None => {
+            cmd.stderr(Stdio::inherit());
+        }
+    }
+    let mut child = cmd.spawn().with_context(|| format!("start {what}"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("{what}: no stdout"))?;
+    match announced(BufReader::new(stdout), what).await {
+        Ok((addr, reader)) => Ok(Proc {
+            addr,
+            child,
+            _stdout: Some(reader),
+        }),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// nginx's version, or `None` when it is not installed.
+pub fn nginx_version() -> Option<String> {
+    let out = std::process::Command::new("nginx")
+        .arg("-v")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Some(text.trim_start_matches("nginx version: ").to_string())
+}
+
+/// Starts nginx (one worker, no master) on CPU 1 as a plain streaming proxy to the mock.
+pub async fn nginx(layout: &Layout, upstream: SocketAddr, dir: &Path) -> anyhow::Result<Proc> {
+    let prefix: PathBuf = dir.join("nginx");
+    std::fs::create_dir_all(prefix.join("logs"))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let p = prefix.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile 20000;\n\
+         pid {p}/nginx.pid;\nerror_log {p}/logs/error.log warn;\n\
+         events {{ worker_connections 16000; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {p}/client_body;\n\
+         \x20 proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n\
+         \x20 uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
+         \x20 upstream mock {{ server {upstream}; keepalive 256; }}\n\
+         \x20 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+         \x20     proxy_pass http://mock;\n      proxy_buffering off;\n\
+         \x20     proxy_request_buffering off;\n      proxy_http_version 1.1;\n\
+         \x20     proxy_set_header Connection \"\";\n      proxy_read_timeout 3600s;\n\
+         \x20     gzip off;\n    }}\n  }}\n}}\n"
+    );
+    let conf_path = prefix.join("nginx.conf");
+    std::fs::write(&conf_path, conf)?;
+    let mut cmd = layout.command(1, "nginx");
+    cmd.arg("-p")
+        .arg(&prefix)
+        .arg("-e")
+        .arg(prefix.join("logs/error.log"))
+        .arg("-c")
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().context("start nginx")?;
+    let mut proc = Proc {
+        addr: format!("127.0.0.1:{port}").parse()?,
+        child,
+        _stdout: None,
+    };
+    let addr = proc.addr;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(proc);
+        }
+        if let Some(status) = proc.child.try_wait()? {
+            bail!("nginx exited: {status} (see {p}/logs/error.log)");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("nginx did not listen on {addr}")
+}
