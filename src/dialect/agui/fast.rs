@@ -1,9 +1,7 @@
 //! The reader's fast path: most events of a healthy stream are already strict AG-UI 1.0, and
 //! for them the generic JSON tree, the key and value repairs and the second decode are wasted.
 
-use serde_json::Value;
-
-use super::fix::{self, Timestamps};
+use super::fix;
 use super::read::{ReaderOptions, SYSTEM_EXCEPTION};
 use crate::event::{Event, EventBase, ReasoningMessageContent, TextMessageContent, ToolCallArgs};
 use crate::json::{for_each_field, Scalar};
@@ -16,7 +14,10 @@ use crate::json::{for_each_field, Scalar};
 pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
     // A content event's decoder takes no `null`; nothing else is checked for it first.
     if let Some(event) = content_event(data) {
-        return keeps_timestamp(event.base().timestamp, options).then_some(event);
+        return options
+            .timestamps
+            .keeps(event.base().timestamp)
+            .then_some(event);
     }
     // `null` anywhere may be a null optional field, which the slow path counts as a repair.
     if memchr::memmem::find(data, b"null").is_some() {
@@ -27,7 +28,7 @@ pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Eve
     if !base.extra.is_empty() || base.subagent_run_id.as_deref() == Some("") {
         return None;
     }
-    if !keeps_timestamp(base.timestamp, options) {
+    if !options.timestamps.keeps(base.timestamp) {
         return None;
     }
     let fits = match &event {
@@ -50,18 +51,6 @@ pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Eve
         _ => true,
     };
     fits.then_some(event)
-}
-
-/// Whether the slow path would leave a timestamp as it is.
-fn keeps_timestamp(timestamp: Option<i64>, options: ReaderOptions) -> bool {
-    let Some(ts) = timestamp else {
-        return true;
-    };
-    match options.timestamps {
-        Timestamps::Normalise => fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts)),
-        Timestamps::Drop => false,
-        Timestamps::Passthrough => true,
-    }
 }
 
 /// Decodes a text, reasoning or tool-argument delta — the type, one id, the delta and at most a

@@ -115,6 +115,20 @@ pub enum Timestamps {
     Passthrough,
 }
 
+impl Timestamps {
+    /// Whether an integer timestamp (or none) passes as it is, so an event carrying it needs
+    /// no repair.
+    pub fn keeps(self, timestamp: Option<i64>) -> bool {
+        match (timestamp, self) {
+            (None, _) | (Some(_), Timestamps::Passthrough) => true,
+            (Some(ts), Timestamps::Normalise) => {
+                timestamp_ms(&Value::from(ts)) == Some(Value::from(ts))
+            }
+            (Some(_), Timestamps::Drop) => false,
+        }
+    }
+}
+
 /// The largest integer JavaScript represents exactly.
 const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 

@@ -350,14 +350,7 @@ impl HaiReader {
         if ty? != "BUSINESS_DATA_CONTENT" || !self.open.iter().any(|o| o.id == id) {
             return None;
         }
-        let keeps_timestamp = match (timestamp, self.timestamps) {
-            (None, _) | (Some(_), Timestamps::Passthrough) => true,
-            (Some(ts), Timestamps::Normalise) => {
-                fix::timestamp_ms(&Value::from(ts)) == Some(Value::from(ts))
-            }
-            (Some(_), Timestamps::Drop) => false,
-        };
-        if !keeps_timestamp {
+        if !self.timestamps.keeps(timestamp) {
             return None;
         }
         let delta = delta?;
