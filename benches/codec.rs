@@ -14,8 +14,8 @@ use bytes::BytesMut;
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use dialect_proxy::dialect::aap::types::StreamMode;
 use dialect_proxy::dialect::Dialect;
-use dialect_proxy::translate::pipeline::{Pipeline, PipelineSpec};
-use dialect_proxy::translate::{Clock, RunIds};
+use dialect_proxy::event::{Clock, RunIds};
+use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 
 /// Content events per text-delta run; large enough that a run's opening and closing events
 /// and the pipeline's construction are noise.

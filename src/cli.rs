@@ -9,16 +9,18 @@ use anyhow::{bail, Context};
 use bytes::BytesMut;
 use clap::{Args, Parser, Subcommand};
 
+use crate::adapters::aap_client::planner::resolve_hitl;
+use crate::config::aap_client::HitlStyle;
 use crate::config::{self, Overrides, RawLimits};
 use crate::dialect::aap::read::ReadOptions;
 use crate::dialect::aap::types::StreamMode;
-use crate::dialect::aap::upstream::{resolve_hitl, HitlStyle};
+use crate::dialect::confirm::DEFAULT_TOOL;
 use crate::dialect::hai::{DeltaEncoding, HaiOptions, ToolArgsEncoding};
 use crate::dialect::read_request;
 use crate::dialect::Dialect;
+use crate::event::RunIds;
 use crate::mapping::Mappings;
-use crate::translate::confirm::DEFAULT_TOOL;
-use crate::translate::{Pipeline, PipelineSpec, RunIds};
+use crate::pipeline::{Pipeline, PipelineSpec};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -234,7 +236,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for route in &config.routes {
         tracing::info!(path = %route.path, client = %route.client, upstream = ?route.upstream, upstream_dialect = %route.upstream_dialect, "route");
     }
-    let shared = crate::proxy::Shared::new();
+    let shared = crate::server::Shared::new();
     let admin = match config.admin_listen {
         Some(admin_addr) => {
             let admin_listener = tokio::net::TcpListener::bind(admin_addr)
@@ -244,7 +246,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!(addr = %bound, "admin listener: /metrics /live /ready");
             Some((
                 bound,
-                tokio::spawn(crate::proxy::admin::serve_admin(
+                tokio::spawn(crate::server::admin::serve_admin(
                     admin_listener,
                     shared.clone(),
                 )),
@@ -252,7 +254,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let server = crate::proxy::Server::new(config, listener, shared);
+    let server = crate::server::Server::new(config, listener, shared);
     announce(addr, admin.as_ref().map(|(a, _)| *a))?;
     server.run(shutdown_signal()).await?;
     if let Some((_, task)) = admin {
@@ -327,6 +329,7 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         }
     };
     let mut spec = PipelineSpec::new(args.from, args.to, ids);
+    spec.clock = crate::http::clock::WALL;
     spec.mappings = mappings;
     spec.hai = hai;
     spec.aap.options.mode = StreamMode::from_wire(Some(&args.aap_stream));

@@ -7,7 +7,7 @@
 mod support;
 
 use dialect_proxy::event::Event;
-use dialect_proxy::translate::verify::verify_run;
+use dialect_proxy::pipeline::verify::verify_run;
 use serde_json::{json, Value};
 use support::aap_agent::{AapAgent, TurnReply};
 use support::{send, Gateway, Request};

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use dialect_proxy::dialect::aap::types::StreamMode;
 use dialect_proxy::dialect::Dialect;
-use dialect_proxy::translate::pipeline::translate_all;
-use dialect_proxy::translate::{PipelineSpec, RunIds};
+use dialect_proxy::event::RunIds;
+use dialect_proxy::pipeline::translate_all;
+use dialect_proxy::pipeline::PipelineSpec;
 use serde_json::Value;
 
 /// `event: NAME\ndata: JSON\n\n` frames → (name, data); panics on anything else, so the framing

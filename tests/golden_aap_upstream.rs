@@ -12,14 +12,16 @@ mod support;
 use std::path::Path;
 
 use bytes::BytesMut;
+use dialect_proxy::adapters::aap_client::planner::resolve_hitl;
+use dialect_proxy::config::aap_client::HitlStyle;
 use dialect_proxy::dialect::aap::read::ReadOptions;
-use dialect_proxy::dialect::aap::upstream::{resolve_hitl, HitlStyle};
 use dialect_proxy::dialect::{read_request, Dialect};
 use dialect_proxy::event::Event;
+use dialect_proxy::event::{Clock, RunIds};
 use dialect_proxy::mapping::Mappings;
+use dialect_proxy::pipeline::verify::verify_run;
+use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 use dialect_proxy::sse::Framing;
-use dialect_proxy::translate::verify::verify_run;
-use dialect_proxy::translate::{Clock, Pipeline, PipelineSpec, RunIds};
 use serde_json::Value;
 use support::hai::sse_events;
 

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 
 use dialect_proxy::dialect::agui::read_request;
 use dialect_proxy::dialect::Dialect;
+use dialect_proxy::event::RunIds;
 use dialect_proxy::mapping::AguiAliases;
-use dialect_proxy::translate::pipeline::translate_all;
-use dialect_proxy::translate::{PipelineSpec, RunIds};
+use dialect_proxy::pipeline::translate_all;
+use dialect_proxy::pipeline::PipelineSpec;
 use support::{send, Gateway, Request, Script, ScriptedUpstream};
 
 fn cases() -> Vec<PathBuf> {

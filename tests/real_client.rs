@@ -805,8 +805,9 @@ fn fixtures_through_gateway(set: FixtureSet) {
 #[test]
 fn random_streams_after_translation_pass_the_real_client() {
     use dialect_proxy::dialect::Dialect;
-    use dialect_proxy::translate::pipeline::translate_all;
-    use dialect_proxy::translate::{PipelineSpec, RunIds};
+    use dialect_proxy::event::RunIds;
+    use dialect_proxy::pipeline::translate_all;
+    use dialect_proxy::pipeline::PipelineSpec;
     use support::random::{structured_stream, Rng};
 
     provision();

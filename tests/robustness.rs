@@ -13,9 +13,10 @@ use dialect_proxy::dialect::agui::read_request;
 use dialect_proxy::dialect::Dialect;
 use dialect_proxy::error::ErrorCode;
 use dialect_proxy::event::Event;
+use dialect_proxy::event::RunIds;
 use dialect_proxy::mapping::AguiAliases;
-use dialect_proxy::translate::verify::verify_run;
-use dialect_proxy::translate::{Pipeline, PipelineSpec, RunIds};
+use dialect_proxy::pipeline::verify::verify_run;
+use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 use support::random::{structured_stream, Rng};
 
 const INTERESTING: &[&[u8]] = &[

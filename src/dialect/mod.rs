@@ -6,6 +6,7 @@
 
 pub mod aap;
 pub mod agui;
+pub mod confirm;
 pub mod hai;
 
 use std::fmt;
@@ -39,6 +40,18 @@ pub fn write_request(
     match dialect {
         Dialect::Hai => hai::write_request(input),
         Dialect::AgUi | Dialect::Aap => agui::write_request(input, profile),
+    }
+}
+
+/// Shapes a client's canonical input for an upstream of another dialect: top-level extras only
+/// travel to an upstream of the client's own dialect (`translation.md` §3.1), and a client
+/// without interrupts answers them through confirm calls, which become `resume` (§6, C1).
+pub fn input_for_upstream(client: Dialect, upstream: Dialect, input: &mut RunAgentInput) {
+    if client != upstream {
+        input.extra.clear();
+    }
+    if client == Dialect::Hai && upstream == Dialect::AgUi {
+        confirm::answers_to_resume(input);
     }
 }
 

@@ -8,10 +8,14 @@
 //!
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
+mod diag;
+mod history;
 mod input;
 mod message;
 mod types;
 
+pub use diag::{Clock, DropKind, IdMint, Note, Rule, RunIds};
+pub use history::{args_object, content_len, history_bytes, remove_calls};
 pub use input::{Context, Interrupt, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use message::{
     ActivityMessage, AssistantMessage, ContentPart, FunctionCall, FunctionKind, MediaPart, Message,

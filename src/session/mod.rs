@@ -14,8 +14,10 @@
 //! [`ThreadLease`]. Both count against `max_sessions` and expire after `idle_timeout`.
 
 mod memory;
+mod records;
 
 pub use memory::MemoryStore;
+pub use records::{PendingCall, ThreadRecord};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,6 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
-pub use crate::dialect::aap::upstream::ThreadRecord;
 use crate::dialect::aap::Pending;
 use crate::event::Message;
 

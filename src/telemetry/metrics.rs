@@ -15,8 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::translate::pipeline::StreamStats;
-use crate::translate::Note;
+use crate::event::Note;
+use crate::pipeline::StreamStats;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
@@ -297,7 +297,7 @@ impl Drop for StreamRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::translate::Rule;
+    use crate::event::Rule;
 
     #[test]
     fn a_finished_and_a_dropped_stream_are_counted() {

@@ -347,7 +347,7 @@ mod tests {
         let back = to_aap(&canonical, &|c| {
             (
                 c.function.name.clone(),
-                crate::translate::transcript::args_object(&c.function.arguments),
+                crate::event::args_object(&c.function.arguments),
             )
         });
         let expected: Vec<AapMessage> = serde_json::from_value(json!([

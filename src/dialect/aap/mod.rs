@@ -9,10 +9,11 @@
 //!
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
+pub mod fingerprint;
 pub mod history;
 pub mod read;
+pub mod transcript;
 pub mod types;
-pub mod upstream;
 mod write;
 
 pub use write::{

@@ -15,17 +15,18 @@
 //! tool (`confirm:perm:<id>`) or as interrupts (`perm:<id>`), per [`Hitl`].
 //!
 //! Alongside, the reader fingerprints every message it makes the client's reducer build, so the
-//! next request can tell whether the client changed one ([`super::upstream::Fingerprint`]).
+//! next request can tell whether the client changed one ([`super::fingerprint::Fingerprint`]).
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::fingerprint::{Fingerprint, Forwarded};
 use super::history::content_from_aap;
 use super::types::{event as name, Block, Content, StopReason};
-use super::upstream::{Fingerprint, Forwarded};
 use crate::error::Failure;
+use crate::event::{DropKind, IdMint, Note, RunIds};
 use crate::event::{
     Event, EventBase, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
     ReasoningMessageEnd, ReasoningMessageStart, ReasoningRole, ReasoningStart, RunError,
@@ -34,7 +35,6 @@ use crate::event::{
 };
 use crate::json::{for_each_field, Scalar};
 use crate::sse::SseEvent;
-use crate::translate::{DropKind, IdMint, Note, RunIds};
 
 /// Prefix of the confirm call offering an AAP permission to the client (§6.1).
 pub const PERMISSION_CONFIRM_PREFIX: &str = "confirm:perm:";
@@ -93,7 +93,7 @@ impl Default for ReadOptions {
     fn default() -> Self {
         ReadOptions {
             client_tools: Vec::new(),
-            hitl: Hitl::ConfirmTool(crate::translate::confirm::DEFAULT_TOOL.into()),
+            hitl: Hitl::ConfirmTool(crate::dialect::confirm::DEFAULT_TOOL.into()),
             limit_stops: LimitStops::default(),
         }
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::translate::RunIds;
+use crate::event::RunIds;
 
 fn reader(options: ReadOptions) -> AapReader {
     let ids = RunIds {

@@ -22,13 +22,14 @@ use serde_json::{json, Map, Value};
 
 use super::history::{content_to_aap, to_aap};
 use super::types::{event as name, StopReason, StreamMode, TurnResponse};
+use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
+use crate::event::args_object;
 use crate::event::{
     Event, EventBase, Interrupt, Message, RunOutcome, ToolCall, ToolCallArgs, ToolCallEnd,
     ToolCallStart,
 };
 use crate::sse;
-use crate::translate::transcript::{args_object, Transcript};
 
 /// What the writer needs to know about the turn.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::translate::transcript::Transcript;
+use crate::dialect::aap::transcript::Transcript;
 
 fn ev(v: serde_json::Value) -> Event {
     serde_json::from_value(v).unwrap()

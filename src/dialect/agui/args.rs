@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::fix;
+use crate::event::{DropKind, Note};
 use crate::event::{Event, EventBase, ToolCallArgs};
-use crate::translate::{DropKind, Note};
 
 /// Tool calls whose arguments may be held at once; beyond, object deltas pass on as text.
 pub(super) const MAX_HELD_CALLS: usize = 1024;

@@ -2,7 +2,7 @@
 //! for them the generic JSON tree, the key and value repairs and the second decode are wasted.
 
 use super::fix;
-use super::read::{ReaderOptions, SYSTEM_EXCEPTION};
+use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use crate::event::{Event, EventBase, ReasoningMessageContent, TextMessageContent, ToolCallArgs};
 use crate::json::{for_each_field, Scalar};
 

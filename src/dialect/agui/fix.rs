@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use crate::event::ContentPart;
+use crate::event::{Note, Rule};
 use crate::mapping::AguiAliases;
-use crate::translate::{Note, Rule};
 
 /// Keys whose empty-string value means "absent" (row 9).
 const OPTIONAL_IDS: &[&str] = &[

@@ -4,14 +4,17 @@
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
 mod args;
+pub(crate) mod chunks;
 mod fast;
 pub(crate) mod fix;
+mod options;
 mod read;
 pub(crate) mod request;
 mod thinking;
 mod write;
 
 pub use fix::Timestamps;
-pub use read::{AguiReader, ReaderOptions};
+pub use options::ReaderOptions;
+pub use read::AguiReader;
 pub use request::{read_request, write_request, RequestProfile};
 pub use write::{AguiWriter, UnknownFields};

@@ -15,29 +15,16 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::args::{args_event, ToolArgs, MAX_HELD_ARGS_BYTES};
+use super::chunks::ChunkExpander;
 use super::fast;
-use super::fix::{self, Timestamps};
+use super::fix;
+use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use super::thinking::Thinking;
 use crate::error::{ErrorCode, Failure};
+use crate::event::{DropKind, IdMint, Note, Rule, RunIds};
 use crate::event::{Event, EventBase, EventType, RunAgentInput, RunError, TextMessageStart};
 use crate::mapping::AguiAliases;
 use crate::sse::SseEvent;
-use crate::translate::chunks::ChunkExpander;
-use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
-
-/// The name of the `CUSTOM` event some vendors use as a global error signal (row 25).
-pub(super) const SYSTEM_EXCEPTION: &str = "SYSTEM_EXCEPTION";
-
-/// Per-route choices where `dialects.md` offers alternatives; the defaults are its defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReaderOptions {
-    /// Row 17.
-    pub timestamps: Timestamps,
-    /// Row 13: a patch path without its leading `/` is repaired (`false`: the event is dropped).
-    pub drop_unrooted_patches: bool,
-    /// Row 25: `CUSTOM SYSTEM_EXCEPTION` passes as a plain `CUSTOM` instead of ending the run.
-    pub system_exception_passthrough: bool,
-}
 
 /// See the module docs.
 #[derive(Debug)]

@@ -4,7 +4,8 @@
 //! documents (002: CloudBase AG-UI page, 003: the blog variant).
 
 use super::*;
-use crate::translate::{Input, RunSequencer};
+use crate::dialect::agui::fix::Timestamps;
+use crate::pipeline::{Input, RunSequencer};
 use bytes::Bytes;
 use serde_json::json;
 

@@ -6,9 +6,9 @@ use serde_json::{Map, Value};
 
 use super::fix;
 use crate::error::{ErrorCode, Failure};
+use crate::event::Note;
 use crate::event::{RunAgentInput, PROTOCOL_VERSION};
 use crate::mapping::AguiAliases;
-use crate::translate::Note;
 
 /// Top-level snake_case spellings of the request (row 19).
 const REQUEST_KEYS: &[(&str, &str)] = &[

@@ -7,11 +7,11 @@
 use serde_json::{Map, Value};
 
 use super::fix;
+use crate::event::{DropKind, IdMint, Note, Rule};
 use crate::event::{
     Event, EventBase, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
     ReasoningMessageStart, ReasoningStart,
 };
-use crate::translate::{DropKind, IdMint, Note, Rule};
 
 /// Legacy `THINKING_*` state (row 12).
 #[derive(Debug, Default)]

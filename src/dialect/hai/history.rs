@@ -10,9 +10,9 @@ use serde_json::{Map, Value};
 
 use super::codec::{self, Output};
 use super::{DeltaEncoding, METADATA_KEY};
+use crate::event::IdMint;
 use crate::event::Message;
 use crate::mapping::HaiTables;
-use crate::translate::IdMint;
 
 /// How assistant history in business-object form is read (`hai.history_content`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

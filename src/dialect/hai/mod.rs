@@ -101,7 +101,7 @@ impl Default for WriterOptions {
             thinking_final_chunk: true,
             subagents: Subagents::default(),
             error_notice: false,
-            confirm_tool: crate::translate::confirm::DEFAULT_TOOL.to_owned(),
+            confirm_tool: crate::dialect::confirm::DEFAULT_TOOL.to_owned(),
         }
     }
 }

@@ -25,10 +25,10 @@ use crate::event::{
     ReasoningMessageStart, ReasoningStart, SubagentFinished, SubagentOutcome, SubagentStarted,
     TextMessageContent, TextMessageEnd, TextMessageStart, TextRole,
 };
+use crate::event::{DropKind, IdMint, Note, Rule, RunIds};
 use crate::json::{self, Scalar};
 use crate::mapping::{AguiAliases, HaiTables, Mappings};
 use crate::sse::SseEvent;
-use crate::translate::{DropKind, IdMint, Note, Rule, RunIds};
 
 /// Tool calls remembered per run to derive `pendingToolCallIds`; beyond, calls are not listed.
 const MAX_TRACKED_CALLS: usize = 8192;

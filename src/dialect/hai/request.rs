@@ -7,9 +7,9 @@ pub use super::history::HistoryContent;
 use super::history::{self, AssistantContent};
 use crate::dialect::agui::request::{input_from_map, request_object};
 use crate::error::Failure;
+use crate::event::IdMint;
 use crate::event::{RunAgentInput, PROTOCOL_VERSION};
 use crate::mapping::Mappings;
-use crate::translate::IdMint;
 
 /// Reads a HAI client's body. `new_id` supplies a thread or run id the body lacks (the proxy
 /// passes UUID v4s); errors are `INVALID_REQUEST` naming the field.

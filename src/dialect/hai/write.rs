@@ -15,10 +15,10 @@ use serde_json::{Map, Value};
 use super::codec::{self, ATTRIBUTES};
 use super::history::{self, AssistantContent};
 use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, METADATA_KEY};
+use crate::dialect::confirm;
 use crate::error::{ErrorCode, Failure};
+use crate::event::args_object;
 use crate::event::{ContentPart, Event, EventBase, MessageContent, RunOutcome};
-use crate::translate::confirm;
-use crate::translate::transcript::args_object;
 use crate::{json, sse};
 
 /// Tool calls whose arguments may be held at once (`translation.md` §5).

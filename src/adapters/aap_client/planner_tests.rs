@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::session::PendingCall;
 
 fn input(messages: serde_json::Value) -> RunAgentInput {
     serde_json::from_value(json!({

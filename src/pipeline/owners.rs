@@ -1,14 +1,14 @@
 //! Who owns each id of a run, as `@ag-ui/client` 1.0 remembers it for its attribution checks
 //! (`agui.md` §5.2): an id keeps its first opener's `subagentRunId` for the whole run (a
 //! message snapshot re-declares it), in three namespaces. Bounded by
-//! [`MAX_TRACKED_IDS`](super::sequencer::MAX_TRACKED_IDS) per namespace; beyond, new ids are not
+//! [`MAX_TRACKED_IDS`] per namespace; beyond, new ids are not
 //! remembered and the checks that need them degrade, never fail.
 
 use std::collections::HashMap;
 
 use crate::event::Message;
 
-use super::sequencer::MAX_TRACKED_IDS;
+pub const MAX_TRACKED_IDS: usize = 8192;
 
 /// The client's id namespaces: text messages (with tool-result messages), reasoning (spans and
 /// messages together), tool calls.

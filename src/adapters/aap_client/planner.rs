@@ -22,106 +22,21 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::history::to_aap;
-use super::read::{Hitl, PERMISSION_CONFIRM_PREFIX, PERMISSION_INTERRUPT_PREFIX};
-use super::types::{AapMessage, ServerToolRef, StreamMode, ToolSpec};
+use crate::config::aap_client::HitlStyle;
+use crate::dialect::aap::fingerprint::{Forwarded, CONFIRM_PREFIX};
+use crate::dialect::aap::history::to_aap;
+use crate::dialect::aap::read::{Hitl, PERMISSION_CONFIRM_PREFIX, PERMISSION_INTERRUPT_PREFIX};
+use crate::dialect::aap::types::{AapMessage, ServerToolRef, ToolSpec};
+use crate::dialect::confirm::parse_granted;
 use crate::error::{ErrorCode, Failure};
+use crate::event::{args_object, remove_calls};
 use crate::event::{
     ContentPart, MediaPart, Message, MessageContent, PartSource, ResumeStatus, RunAgentInput, Tool,
 };
-use crate::translate::confirm::parse_granted;
-use crate::translate::transcript::{args_object, remove_calls};
+use crate::session::ThreadRecord;
 
-/// Every synthetic confirm call starts so (`confirm:perm:`, `confirm:intr:`).
-const CONFIRM_PREFIX: &str = "confirm:";
 /// The denial reason when a client edits a call's arguments while approving it.
 const EDITED_ARGS: &str = "edited arguments are not supported";
-
-/// Parses one of a policy's words, or says which were expected.
-fn word<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
-    words
-        .iter()
-        .find(|(w, _)| *w == s)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
-            format!("unknown value {s:?} (expected {})", names.join(", "))
-        })
-}
-
-/// How permissions reach the client (`hitl.style`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HitlStyle {
-    /// The confirm tool when the client declared it; else an interrupt for AG-UI 1.0 clients;
-    /// else the client cannot be asked.
-    #[default]
-    Auto,
-    Interrupt,
-    ConfirmTool,
-}
-
-impl std::str::FromStr for HitlStyle {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        word(
-            s,
-            &[
-                ("auto", HitlStyle::Auto),
-                ("interrupt", HitlStyle::Interrupt),
-                ("confirm_tool", HitlStyle::ConfirmTool),
-            ],
-        )
-    }
-}
-
-/// What the gateway answers for a client that cannot be asked (`hitl.unconfirmable`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Unconfirmable {
-    /// Fail closed: deny, and let the agent go on.
-    #[default]
-    Deny,
-    Grant,
-    /// End the run with `CONFIRMATION_UNAVAILABLE`.
-    Error,
-}
-
-impl std::str::FromStr for Unconfirmable {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        word(
-            s,
-            &[
-                ("deny", Unconfirmable::Deny),
-                ("grant", Unconfirmable::Grant),
-                ("error", Unconfirmable::Error),
-            ],
-        )
-    }
-}
-
-/// Which stream mode turns ask for (`aap.stream_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StreamChoice {
-    /// The best the agent declares: delta, then message, then none.
-    #[default]
-    Auto,
-    Fixed(StreamMode),
-}
-
-impl std::str::FromStr for StreamChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        word(
-            s,
-            &[
-                ("auto", StreamChoice::Auto),
-                ("delta", StreamChoice::Fixed(StreamMode::Delta)),
-                ("message", StreamChoice::Fixed(StreamMode::Message)),
-                ("none", StreamChoice::Fixed(StreamMode::None)),
-            ],
-        )
-    }
-}
 
 /// Resolves the permission style for one request (`translation.md` §0.1 `hitl.style`).
 pub fn resolve_hitl(
@@ -146,127 +61,6 @@ pub fn resolve_hitl(
         HitlStyle::Auto if interrupts => Hitl::Interrupt,
         HitlStyle::Auto => Hitl::Unconfirmable,
     }
-}
-
-/// A stable 64-bit FNV-1a hash of a message's role, text and tool calls, fed incrementally so
-/// the reader can fingerprint a message while it streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint(u64);
-
-impl Fingerprint {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    pub fn new(role: &str) -> Fingerprint {
-        let mut f = Fingerprint(Self::OFFSET);
-        f.bytes(role.as_bytes());
-        f.bytes(&[0xff]);
-        f
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-
-    /// More of the message's text.
-    pub fn text(&mut self, text: &str) {
-        self.bytes(text.as_bytes());
-    }
-
-    /// One of the message's tool calls (after all its text).
-    pub fn tool_call(&mut self, id: &str, name: &str, arguments: &str) {
-        self.bytes(&[0xfe]);
-        self.bytes(id.as_bytes());
-        self.bytes(&[0xff]);
-        self.bytes(name.as_bytes());
-        self.bytes(&[0xff]);
-        self.bytes(arguments.as_bytes());
-    }
-
-    /// The fingerprint of a whole message; synthetic confirm calls do not count.
-    pub fn of(message: &Message) -> Fingerprint {
-        let text = match message {
-            Message::User(m) => m.content.text(),
-            Message::Assistant(m) => m.content.clone().unwrap_or_default(),
-            Message::System(m) | Message::Developer(m) => m.content.clone(),
-            Message::Tool(m) => m.content.text(),
-            Message::Reasoning(m) => m.content.clone(),
-            Message::Activity(_) => String::new(),
-        };
-        let mut f = Fingerprint::new(message.role());
-        f.text(&text);
-        if let Message::Assistant(m) = message {
-            for call in m.tool_calls.iter().flatten() {
-                if !call.id.starts_with(CONFIRM_PREFIX) {
-                    f.tool_call(&call.id, &call.function.name, &call.function.arguments);
-                }
-            }
-        }
-        f
-    }
-}
-
-/// A message the agent has seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forwarded {
-    pub id: String,
-    fingerprint: Fingerprint,
-    /// A reasoning message: clients may leave these out of the history they send back.
-    optional: bool,
-}
-
-impl Forwarded {
-    /// A message of `role` whose fingerprint is fed as it streams (the reader's outputs).
-    pub fn new(id: String, role: &str) -> Forwarded {
-        Forwarded {
-            id,
-            fingerprint: Fingerprint::new(role),
-            optional: role == "reasoning",
-        }
-    }
-
-    pub fn of(message: &Message) -> Forwarded {
-        Forwarded {
-            id: message.id().to_owned(),
-            fingerprint: Fingerprint::of(message),
-            optional: matches!(message, Message::Reasoning(_)),
-        }
-    }
-
-    pub fn fingerprint_mut(&mut self) -> &mut Fingerprint {
-        &mut self.fingerprint
-    }
-}
-
-/// A call the agent's last turn stopped on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PendingCall {
-    pub id: String,
-    pub name: String,
-    /// A tool the client runs; otherwise a permission request.
-    pub client: bool,
-    /// A permission the gateway already answered for a client that cannot be asked (A3); sent
-    /// with the client's results.
-    pub held: Option<(bool, Option<String>)>,
-}
-
-/// What the gateway remembers of one AG-UI thread in front of an AAP agent.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ThreadRecord {
-    pub session_id: String,
-    pub agent: String,
-    /// Messages the agent has seen, in order.
-    pub forwarded: Vec<Forwarded>,
-    /// Client tools as last sent.
-    pub tools: Vec<ToolSpec>,
-    /// Server tools as last sent.
-    pub server_tools: Vec<ServerToolRef>,
-    /// Options as last sent.
-    pub options: Map<String, Value>,
-    pub pending: Vec<PendingCall>,
 }
 
 /// What the agent accepts in user content (`capabilities.image`).
@@ -353,7 +147,7 @@ pub fn tool_specs(tools: &[Tool], confirm_tool: &str) -> Vec<ToolSpec> {
             parameters: t
                 .parameters
                 .clone()
-                .unwrap_or_else(super::types::empty_schema),
+                .unwrap_or_else(crate::dialect::aap::types::empty_schema),
         })
         .collect()
 }
@@ -441,10 +235,7 @@ pub fn plan(
             for id in answered_confirms {
                 if !record.forwarded.iter().any(|f| f.id == id) {
                     // Never checked again: the answers leave the history the agent sees.
-                    plan.answer_ids.push(Forwarded {
-                        optional: true,
-                        ..Forwarded::new(id, "tool")
-                    });
+                    plan.answer_ids.push(Forwarded::new(id, "tool").optional());
                 }
             }
             Ok(plan)
@@ -528,7 +319,7 @@ fn diverged(
         .map(|f| (f.id.as_str(), f))
         .collect();
     let last_seen = messages.iter().rposition(|m| seen.contains_key(m.id()));
-    if let Some(latest) = record.forwarded.iter().rev().find(|f| !f.optional) {
+    if let Some(latest) = record.forwarded.iter().rev().find(|f| !f.is_optional()) {
         if !messages.iter().any(|m| m.id() == latest.id) {
             return Err(format!(
                 "the latest message the agent saw ({}) is gone",
@@ -545,7 +336,7 @@ fn diverged(
                     message.id()
                 ))
             }
-            Some(f) if f.fingerprint != Fingerprint::of(message) => {
+            Some(f) if !f.matches(message) => {
                 return Err(format!("message {} was edited", message.id()))
             }
             Some(_) => {}
@@ -661,7 +452,7 @@ fn turns(
         }
     }
     // A redacted value read back from a session listing is never a value to send.
-    all_options.retain(|_, v| v.as_str() != Some(super::REDACTED));
+    all_options.retain(|_, v| v.as_str() != Some(crate::dialect::aap::REDACTED));
     let (tools_changed, server_tools_changed, options_changed) = match record {
         Some(r) => (
             r.tools != tools,
@@ -727,5 +518,5 @@ fn gate_media(messages: &mut [Message], images: ImageCaps) {
 }
 
 #[cfg(test)]
-#[path = "upstream_tests.rs"]
+#[path = "planner_tests.rs"]
 mod tests;

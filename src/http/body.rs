@@ -36,9 +36,9 @@ use tokio::time::{Instant, Sleep};
 use tracing::Span;
 
 use crate::error::{ErrorCode, Failure};
+use crate::pipeline::Pipeline;
 use crate::sse::{Framing, HEARTBEAT_COMMENT, OPENING_COMMENT};
 use crate::telemetry::metrics::{Outcome, StreamEnd, StreamRecord};
-use crate::translate::Pipeline;
 
 /// An upstream response body, whatever produced it (hyper, or the in-process demo agent).
 pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;

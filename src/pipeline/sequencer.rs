@@ -23,14 +23,14 @@ use crate::event::{
 };
 
 use super::owners::{Owners, Space};
-use super::{DropKind, Note, Rule, RunIds};
+use crate::event::{DropKind, Note, Rule, RunIds};
 
 /// Entities open at once in one run.
 pub const MAX_OPEN_ENTITIES: usize = 1024;
 /// Longest id (message, tool call, step name, …) the guard accepts.
 pub const MAX_ID_BYTES: usize = 4096;
 /// Message and subagent ids remembered per run for the attribution checks.
-pub const MAX_TRACKED_IDS: usize = 8192;
+pub use super::owners::MAX_TRACKED_IDS;
 
 /// One input to the sequencer.
 // Inputs are consumed at once, never stored: boxing the event would cost an allocation per event.

@@ -197,7 +197,7 @@ pub fn answers_to_resume(input: &mut RunAgentInput) -> bool {
         return false;
     }
     // The synthetic calls leave too, with any assistant message that only carried them.
-    super::transcript::remove_calls(&mut input.messages, |id| id.starts_with(INTERRUPT_PREFIX));
+    crate::event::remove_calls(&mut input.messages, |id| id.starts_with(INTERRUPT_PREFIX));
     input.resume.get_or_insert_with(Vec::new).extend(resume);
     true
 }

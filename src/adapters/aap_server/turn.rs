@@ -25,16 +25,17 @@ use crate::config::{AapAgent, Route};
 use crate::dialect::aap::history::{content_from_aap, tool_message};
 use crate::dialect::aap::types::{AapMessage, OptionKind, StopReason, StreamMode, TurnRequest};
 use crate::dialect::aap::{is_synthetic, Pending, PendingKind, TurnOptions, TURN_START_FRAME};
+use crate::dialect::confirm::permission_resume;
 use crate::error::{ErrorCode, Failure};
+use crate::event::IdMint;
+use crate::event::{history_bytes, remove_calls};
 use crate::event::{
     Message, MessageContent, ResumeEntry, RunAgentInput, Tool, UserMessage, PROTOCOL_VERSION,
 };
-use crate::proxy::{Gateway, ResponseBody};
+use crate::pipeline::AapTurn;
+use crate::pipeline::Pipeline;
+use crate::server::{Gateway, ResponseBody};
 use crate::session::{Session, SessionConfig, TurnCommit, TurnLease};
-use crate::translate::confirm::permission_resume;
-use crate::translate::pipeline::AapTurn;
-use crate::translate::transcript::{history_bytes, remove_calls};
-use crate::translate::{IdMint, Pipeline};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
 /// optional fields that let the agent name the tool it asks about.
@@ -73,7 +74,7 @@ pub(super) async fn turn(
             ),
         )
     })?;
-    let body = crate::proxy::read_body(body, route.limits.max_request_bytes).await?;
+    let body = crate::server::read_body(body, route.limits.max_request_bytes).await?;
     let turn: TurnRequest = parse_body(&body)?;
     if turn.messages.is_empty() {
         return Err(invalid("messages", "a turn needs at least one message"));
@@ -428,7 +429,7 @@ async fn run(
         }));
     if mode != StreamMode::None {
         let mut response = Response::new(Either::Left(body));
-        crate::proxy::sse_headers(response.headers_mut());
+        crate::server::sse_headers(response.headers_mut());
         return Ok(response);
     }
     let collected = body.quiet().collect().await;
@@ -457,7 +458,7 @@ fn failed_stream() -> Response<ResponseBody> {
     body.extend_from_slice(b"event: turn_stop\ndata: {\"stopReason\":\"error\"}\n\n");
     let body = body.freeze();
     let mut response = Response::new(Either::Right(Full::new(body)));
-    crate::proxy::sse_headers(response.headers_mut());
+    crate::server::sse_headers(response.headers_mut());
     response
 }
 

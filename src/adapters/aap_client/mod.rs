@@ -16,6 +16,8 @@
 //!    `end_turn`; the gateway's own answers for a client that cannot be asked (A3); or the end.
 //! 7. The record is saved after every accepted turn and when the stream ends.
 
+pub mod planner;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -24,26 +26,25 @@ use http::{header, HeaderMap, HeaderValue, Method, Response, Uri};
 use http_body_util::{BodyExt, Either, Full};
 use serde_json::Value;
 
+use crate::config::aap_client::{StreamChoice, Unconfirmable};
 use crate::config::{AapUpstream, Route, Upstream};
 use crate::dialect::aap::read::{AapCall, Hitl, ReadOptions};
 use crate::dialect::aap::types::{
     AapMessage, AgentConfig, AgentOverrides, CreateSession, StopReason, StreamMode, TurnRequest,
 };
-use crate::dialect::aap::upstream::{
-    plan, resolve_hitl, ImageCaps, PendingCall, PlanOptions, RunPlan, SessionPlan, StreamChoice,
-    ThreadRecord, Unconfirmable,
-};
 use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
-use crate::proxy::{
+use crate::pipeline::Pipeline;
+use crate::server::{
     read_json, upstream_headers, Continuation, Gateway, Next, OpenFuture, ResponseBody,
     UpstreamBody, UpstreamClient,
 };
+use crate::session::{PendingCall, ThreadRecord};
 use crate::session::{Store, StoreError, ThreadLease};
 use crate::sse::Framing;
-use crate::translate::Pipeline;
+use planner::{plan, resolve_hitl, ImageCaps, PlanOptions, RunPlan, SessionPlan};
 
 /// The most a `/meta` or `POST /sessions` response may weigh.
 const JSON_LIMIT: usize = 1 << 20;
@@ -300,7 +301,7 @@ pub(crate) async fn run(
     let driver = Box::new(Driver { link, state });
     let body = gateway.deferred_body(route, open, driver, pipeline, span);
     let mut response = Response::new(Either::Left(body));
-    crate::proxy::sse_headers(response.headers_mut());
+    crate::server::sse_headers(response.headers_mut());
     Ok(response)
 }
 

@@ -12,7 +12,7 @@ use crate::event::{
     TextMessageContent, TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd, ToolCallStart,
 };
 
-use super::{DropKind, IdMint, Note, Rule};
+use crate::event::{DropKind, IdMint, Note, Rule};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

@@ -16,7 +16,6 @@
 
 mod sessions;
 mod turn;
-pub(crate) mod upstream;
 
 use std::sync::Arc;
 
@@ -31,7 +30,7 @@ use crate::config::{AapAgent, Route};
 use crate::dialect::aap::types::{AgentInfo, Capabilities, Meta};
 use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
-use crate::proxy::{Gateway, ResponseBody};
+use crate::server::{Gateway, ResponseBody};
 use crate::session::Store;
 
 /// One AAP face: the routes (agents) sharing a path prefix.

@@ -296,7 +296,7 @@ fn aap_routes_describe_their_agent_and_bad_entries_name_their_key() {
     assert_eq!((a.name.as_str(), a.version.as_str()), ("a", "1.2.3"));
     assert_eq!(
         a.result_encoding,
-        crate::translate::confirm::ResultEncoding::Word
+        crate::dialect::confirm::ResultEncoding::Word
     );
     assert_eq!(
         a.options[0].options.as_deref(),

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    AssistantMessage, Event, FunctionCall, FunctionKind, Message, MessageContent, ReasoningMessage,
-    ToolCall, ToolMessage,
+    content_len, remove_calls, AssistantMessage, Event, FunctionCall, FunctionKind, Message,
+    ReasoningMessage, ToolCall, ToolMessage,
 };
 
 /// Argument text one tool call may accumulate (`translation.md` §5).
@@ -369,73 +369,6 @@ impl Transcript {
     }
 }
 
-/// Removes from `messages` the tool calls whose id is `doomed`, the tool messages answering
-/// them, and the assistant messages left empty.
-pub fn remove_calls(messages: &mut Vec<Message>, doomed: impl Fn(&str) -> bool) {
-    for m in messages.iter_mut() {
-        if let Message::Assistant(a) = m {
-            if let Some(calls) = &mut a.tool_calls {
-                calls.retain(|c| !doomed(&c.id));
-                if calls.is_empty() {
-                    a.tool_calls = None;
-                }
-            }
-        }
-    }
-    messages.retain(|m| match m {
-        Message::Assistant(a) => {
-            a.tool_calls.is_some() || a.content.as_deref().is_some_and(|c| !c.is_empty())
-        }
-        Message::Tool(t) => !doomed(&t.tool_call_id),
-        _ => true,
-    });
-}
-
-/// The size a content value adds to a history.
-pub fn content_len(content: &MessageContent) -> usize {
-    match content {
-        MessageContent::Text(t) => t.len(),
-        MessageContent::Parts(parts) => serde_json::to_string(parts).map_or(0, |s| s.len()),
-    }
-}
-
-/// Argument text → one object (`translation.md` §5, `args.invalid = wrap`): empty → `{}`, an
-/// object as is, other JSON as `{"_value": v}`, anything else as `{"_raw": text}`.
-pub fn args_object(text: &str) -> serde_json::Map<String, Value> {
-    let mut wrapped = serde_json::Map::new();
-    if text.trim().is_empty() {
-        return wrapped;
-    }
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(object)) => return object,
-        Ok(value) => wrapped.insert("_value".into(), value),
-        Err(_) => wrapped.insert("_raw".into(), text.into()),
-    };
-    wrapped
-}
-
-/// The bytes of content a history holds: the measure of `max_history_bytes`.
-pub fn history_bytes(messages: &[Message]) -> usize {
-    messages
-        .iter()
-        .map(|m| match m {
-            Message::Developer(m) | Message::System(m) => m.content.len(),
-            Message::Assistant(m) => {
-                m.content.as_ref().map_or(0, String::len)
-                    + m.tool_calls
-                        .iter()
-                        .flatten()
-                        .map(|c| c.function.arguments.len())
-                        .sum::<usize>()
-            }
-            Message::User(m) => content_len(&m.content),
-            Message::Tool(m) => content_len(&m.content),
-            Message::Activity(_) => 0,
-            Message::Reasoning(m) => m.content.len(),
-        })
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -513,13 +446,5 @@ mod tests {
         );
         assert_eq!(ids(t.messages()), ["u", "a"]);
         assert_eq!(ids(t.generated()), ["a"]);
-    }
-
-    #[test]
-    fn arguments_become_one_object() {
-        assert_eq!(args_object("  "), serde_json::Map::new());
-        assert_eq!(json!(args_object(r#"{"a":1}"#)), json!({"a":1}));
-        assert_eq!(json!(args_object("[1]")), json!({"_value":[1]}));
-        assert_eq!(json!(args_object("{\"a\":")), json!({"_raw":"{\"a\":"}));
     }
 }

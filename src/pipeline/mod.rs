@@ -21,8 +21,14 @@ use crate::event::{Event, Message};
 use crate::mapping::Mappings;
 use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
-use super::transcript::Transcript;
-use super::{Clock, DropKind, Input, Note, RunIds, RunSequencer};
+use crate::dialect::aap::transcript::Transcript;
+use crate::event::{Clock, DropKind, Note, RunIds};
+
+pub mod owners;
+pub mod sequencer;
+pub mod verify;
+
+pub use sequencer::{Input, RunSequencer};
 
 /// What a pipeline is built from.
 #[derive(Debug, Clone)]
@@ -65,7 +71,7 @@ impl Default for AapTurn {
     fn default() -> Self {
         AapTurn {
             options: TurnOptions {
-                confirm_tool: crate::translate::confirm::DEFAULT_TOOL.into(),
+                confirm_tool: crate::dialect::confirm::DEFAULT_TOOL.into(),
                 ..TurnOptions::default()
             },
             history: Vec::new(),
@@ -93,7 +99,7 @@ impl PipelineSpec {
             reader: ReaderOptions::default(),
             hai: HaiOptions::default(),
             tools: Vec::new(),
-            clock: Clock::System,
+            clock: Clock::Fixed(0),
             aap: AapTurn::default(),
             aap_read: ReadOptions::default(),
         }

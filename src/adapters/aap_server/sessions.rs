@@ -14,9 +14,9 @@ use crate::dialect::aap::types::{
     AgentConfig, CreateSession, OptionKind, ServerToolRef, SessionInfo, ToolSpec,
 };
 use crate::error::{ErrorCode, Failure};
-use crate::proxy::ResponseBody;
+use crate::event::history_bytes;
+use crate::server::ResponseBody;
 use crate::session::{new_session_id, Session, SessionConfig, StoreError};
-use crate::translate::transcript::history_bytes;
 
 /// What `GET` shows instead of a secret option's value; sent back, it means "unchanged".
 pub(crate) use crate::dialect::aap::REDACTED;
@@ -32,7 +32,7 @@ pub(super) async fn create(
         .map(|r| r.limits.max_request_bytes)
         .max()
         .unwrap_or(crate::config::DEFAULT_MAX_REQUEST_BYTES);
-    let body = crate::proxy::read_body(request.into_body(), limit).await?;
+    let body = crate::server::read_body(request.into_body(), limit).await?;
     let create: CreateSession = parse_body(&body)?;
     let Some((_, agent)) = face.agent(&create.agent.name) else {
         return Err(Failure::new(
@@ -150,7 +150,7 @@ pub(super) fn history(
     };
     let confirm = face
         .agent(&session.config.agent)
-        .map_or(crate::translate::confirm::DEFAULT_TOOL, |(_, a)| {
+        .map_or(crate::dialect::confirm::DEFAULT_TOOL, |(_, a)| {
             a.confirm_tool.as_str()
         });
     let client: Vec<String> = session

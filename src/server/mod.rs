@@ -22,15 +22,13 @@
 //! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port.
 
 pub mod admin;
-mod body;
-mod headers;
-mod stall;
-mod upstream;
 
-pub use body::{
+pub use crate::http::body::{
     Continuation, DrainSignal, Next, OpenFuture, StreamTimers, TranslatingBody, UpstreamBody,
 };
-pub(crate) use upstream::{read_json, UpstreamClient};
+use crate::http::headers;
+use crate::http::stall::StallGuard;
+pub(crate) use crate::http::upstream::{read_json, UpstreamClient};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -52,11 +50,11 @@ use crate::config::{Config, Route, Upstream};
 use crate::dialect::Dialect;
 use crate::dialect::{read_request, write_request};
 use crate::error::{ErrorCode, Failure};
+use crate::event::RunIds;
+use crate::pipeline::{Pipeline, PipelineSpec};
 use crate::session::{MemoryStore, Store};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
-use crate::translate::{Pipeline, PipelineSpec, RunIds};
-use stall::StallGuard;
 
 /// How long a client may take to send its (small) request body.
 const REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -78,7 +76,7 @@ pub(crate) struct Gateway {
     draining: tokio::sync::watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     /// What AAP upstreams said of themselves (`GET /meta`), per base URL.
-    aap_directory: Arc<crate::aap::upstream::Directory>,
+    aap_directory: Arc<crate::adapters::aap_client::Directory>,
 }
 
 /// State the data plane shares with the admin listener.
@@ -245,7 +243,7 @@ impl Gateway {
             run_id = tracing::field::Empty,
         );
         let result = if route.client == Dialect::Aap {
-            crate::aap::handle(self, route, request)
+            crate::adapters::aap_server::handle(self, route, request)
                 .instrument(span.clone())
                 .await
         } else {
@@ -267,7 +265,7 @@ impl Gateway {
                 }
                 self.metrics.refused(&route.path, failure.code.label());
                 if route.client == Dialect::Aap {
-                    crate::aap::error_response(&failure)
+                    crate::adapters::aap_server::error_response(&failure)
                 } else {
                     error_response(&failure)
                 }
@@ -300,11 +298,12 @@ impl Gateway {
             &route.hai,
             &mut new_id,
         )?;
-        crate::translate::input_for_upstream(route.client, route.upstream_dialect, &mut input);
+        crate::dialect::input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
         if route.upstream_dialect == Dialect::Aap {
-            return crate::aap::upstream::run(self, route, &parts.headers, input, span).await;
+            return crate::adapters::aap_client::run(self, route, &parts.headers, input, span)
+                .await;
         }
         let (upstream, framing) = self.open_upstream(route, &parts.headers, &input).await?;
         let spec = self.pipeline_spec(route, &input, framing);
@@ -326,7 +325,7 @@ impl Gateway {
         &self.store
     }
 
-    pub(crate) fn aap_directory(&self) -> &Arc<crate::aap::upstream::Directory> {
+    pub(crate) fn aap_directory(&self) -> &Arc<crate::adapters::aap_client::Directory> {
         &self.aap_directory
     }
 
@@ -410,6 +409,7 @@ impl Gateway {
         let mut spec = PipelineSpec::new(route.upstream_dialect, route.client, ids);
         spec.mappings = self.config.mappings.clone();
         spec.max_event_bytes = route.limits.max_event_bytes;
+        spec.clock = crate::http::clock::WALL;
         spec.framing = framing;
         spec.keep_upstream_run_ids = route.keep_upstream_run_ids;
         spec.unknown_fields = route.unknown_fields;

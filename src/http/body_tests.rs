@@ -13,7 +13,8 @@ use tokio::time::Sleep;
 
 use super::*;
 use crate::dialect::Dialect;
-use crate::translate::{PipelineSpec, RunIds};
+use crate::event::RunIds;
+use crate::pipeline::PipelineSpec;
 
 enum Step {
     Data(&'static str),

@@ -12,13 +12,15 @@ use toml::Spanned;
 
 use crate::dialect::aap::read::LimitStops;
 use crate::dialect::aap::types::{AgentOption, OptionKind, ServerToolRef, ToolSpec};
-use crate::dialect::aap::upstream::{HitlStyle, StreamChoice, Unconfirmable};
+pub mod aap_client;
+
 use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
+use crate::dialect::confirm::{DenialAs, ResultEncoding, DEFAULT_TOOL};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
 use crate::mapping::{MappingError, Mappings};
 use crate::session::SessionLimits;
-use crate::translate::confirm::{DenialAs, ResultEncoding, DEFAULT_TOOL};
+use aap_client::{HitlStyle, StreamChoice, Unconfirmable};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -1227,5 +1229,5 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -1,40 +1,17 @@
-//! Pure converters between dialect readers and writers (`specs/translation.md` §0).
+//! What every converter shares: the diagnostics it returns instead of logging ([`Note`], with
+//! the repair [`Rule`]s and [`DropKind`]s), the run's ids ([`RunIds`], [`IdMint`]) and the time
+//! it is handed ([`Clock`]).
 //!
-//! Each converter is a plain struct with a `step`-like method that takes one input and appends
-//! zero or more canonical events; end of stream and upstream failure are inputs too, so the
-//! converter, not the proxy, decides what the terminal event looks like. No I/O, no async, no
-//! clock (the time a writer stamps comes in as a value, [`Clock`]), no randomness: ids are derived from the run, so outputs are deterministic and golden
-//! tests need no redaction. Diagnostics (a repair applied, an event dropped) come out as
-//! [`Note`]s for the caller to count and log.
-//!
-//! - [`sequencer`]: the run lifecycle guard; whatever a reader hands it, the stream it emits is
-//!   legal for `@ag-ui/client` 1.0.
-//! - [`chunks`]: `*_CHUNK` expansion exactly as the 1.0 client does it.
-//! - [`verify`]: the 1.0 sequence rules as a checker, for tests and debugging.
-//! - [`pipeline`]: decoder → reader → sequencer → writer, bytes in and bytes out; the one code
-//!   path shared by the proxy body and the `translate` command.
-//!
-//! Must not import `proxy`, `aap`, `session` or hyper.
-
-pub mod chunks;
-pub mod confirm;
-mod owners;
-pub mod pipeline;
-pub mod sequencer;
-pub mod transcript;
-pub mod verify;
-
-pub use pipeline::{Pipeline, PipelineSpec, StreamStats};
-pub use sequencer::{Input, RunSequencer};
+//! These live with the canonical model, below the dialects and the pipeline, so that neither
+//! has to import the other to speak of them. Pure: no clock of its own, no logging.
 
 /// Where a writer that must stamp every event (HAI, `hai.md` §6 obligation 10) gets the time.
-/// Read once per upstream chunk by the pipeline, never inside a converter, so converters stay
-/// deterministic: golden tests fix it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The pipeline reads it once per upstream chunk, never inside a converter, so converters stay
+/// deterministic; the wall clock is a function the I/O side passes in (golden tests fix it).
+#[derive(Debug, Clone, Copy)]
 pub enum Clock {
-    /// Wall-clock milliseconds since the epoch.
-    #[default]
-    System,
+    /// Milliseconds since the epoch, from the function the caller supplies.
+    Wall(fn() -> i64),
     /// Always this many milliseconds.
     Fixed(i64),
 }
@@ -43,27 +20,8 @@ impl Clock {
     pub fn now_ms(self) -> i64 {
         match self {
             Clock::Fixed(ms) => ms,
-            Clock::System => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            Clock::Wall(read) => read(),
         }
-    }
-}
-
-/// Shapes a client's canonical input for an upstream of another dialect: top-level extras only
-/// travel to an upstream of the client's own dialect (`translation.md` §3.1), and a client
-/// without interrupts answers them through confirm calls, which become `resume` (§6, C1).
-pub fn input_for_upstream(
-    client: crate::dialect::Dialect,
-    upstream: crate::dialect::Dialect,
-    input: &mut crate::event::RunAgentInput,
-) {
-    use crate::dialect::Dialect;
-    if client != upstream {
-        input.extra.clear();
-    }
-    if client == Dialect::Hai && upstream == Dialect::AgUi {
-        confirm::answers_to_resume(input);
     }
 }
 

@@ -247,7 +247,7 @@ fn chunks_never_pass() {
 }
 
 pub(crate) fn assert_legal(out: &[Event]) {
-    if let Err(v) = crate::translate::verify::verify_run(out) {
+    if let Err(v) = crate::pipeline::verify::verify_run(out) {
         let types: Vec<_> = out.iter().map(|e| e.event_type().as_str()).collect();
         panic!("{v}: {types:?}");
     }
