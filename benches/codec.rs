@@ -184,7 +184,7 @@ fn spec(upstream: Dialect, client: Dialect) -> PipelineSpec {
     };
     let mut spec = PipelineSpec::new(upstream, client, ids);
     spec.clock = Clock::Fixed(1_760_000_000_000);
-    spec.aap.options.mode = StreamMode::Delta;
+    spec.codecs.aap.turn.mode = StreamMode::Delta;
     spec.max_event_bytes = 1 << 20;
     spec
 }

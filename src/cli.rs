@@ -15,9 +15,9 @@ use crate::config::{self, Overrides, RawLimits};
 use crate::dialect::aap::read::ReadOptions;
 use crate::dialect::aap::types::StreamMode;
 use crate::dialect::confirm::DEFAULT_TOOL;
-use crate::dialect::hai::{DeltaEncoding, HaiOptions, ToolArgsEncoding};
-use crate::dialect::read_request;
+use crate::dialect::hai::{DeltaEncoding, ToolArgsEncoding};
 use crate::dialect::Dialect;
+use crate::dialect::{read_request, CodecOptions};
 use crate::event::RunIds;
 use crate::mapping::Mappings;
 use crate::pipeline::{Pipeline, PipelineSpec};
@@ -302,16 +302,19 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         Some(dir) => Mappings::load(dir)?,
         None => Mappings::builtin(),
     };
-    let mut hai = HaiOptions::default();
-    hai.writer.delta_encoding = args.hai_delta_encoding;
-    hai.writer.tool_args = args.hai_tool_args;
+    let mut codecs = CodecOptions {
+        mappings,
+        ..CodecOptions::default()
+    };
+    codecs.hai.writer.delta_encoding = args.hai_delta_encoding;
+    codecs.hai.writer.tool_args = args.hai_tool_args;
     let (ids, tools, request) = match &args.request {
         Some(path) => {
             let body =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
             // The request is the client's, so it is read in the output dialect.
             let mut new_id = || uuid::Uuid::new_v4().to_string();
-            let input = read_request(args.to, &body, &mappings, &hai, &mut new_id)
+            let input = read_request(args.to, &body, &codecs, &mut new_id)
                 .map_err(|f| anyhow::anyhow!("{}: {}", path.display(), f.message))?;
             let tools = input.tools.iter().map(|t| t.name.clone()).collect();
             let ids = RunIds {
@@ -328,18 +331,14 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
             (ids, Vec::new(), None)
         }
     };
-    let mut spec = PipelineSpec::new(args.from, args.to, ids);
-    spec.clock = crate::http::clock::WALL;
-    spec.mappings = mappings;
-    spec.hai = hai;
-    spec.aap.options.mode = StreamMode::from_wire(Some(&args.aap_stream));
-    spec.aap.options.client_tools = if args.aap_client_tools.is_empty() {
+    codecs.aap.turn.mode = StreamMode::from_wire(Some(&args.aap_stream));
+    codecs.aap.turn.client_tools = if args.aap_client_tools.is_empty() {
         tools.clone()
     } else {
         args.aap_client_tools
     };
     let request = request.unwrap_or_default();
-    spec.aap_read = ReadOptions {
+    codecs.aap.read = ReadOptions {
         client_tools: tools
             .iter()
             .filter(|t| *t != DEFAULT_TOOL)
@@ -353,10 +352,13 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         ),
         ..ReadOptions::default()
     };
+    codecs.tools = tools;
+    let mut spec = PipelineSpec::new(args.from, args.to, ids);
+    spec.clock = crate::http::clock::WALL;
+    spec.codecs = codecs;
     if args.aap_json {
         spec.framing = crate::sse::Framing::Json;
     }
-    spec.tools = tools;
     spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
     let mut pipeline = Pipeline::new(spec)?;
     let mut input: Box<dyn Read> = match args.file.as_deref() {

@@ -59,6 +59,8 @@ pub enum ErrorCode {
     TurnInProgress,
     /// The session store is full.
     SessionLimit,
+    /// The session store did not answer in time, or cannot be reached.
+    StoreUnavailable,
     /// A session's history reached its size limit.
     HistoryLimitExceeded,
     /// A turn does not answer every call the previous turn left pending.
@@ -111,6 +113,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::TurnInProgress => "TURN_IN_PROGRESS",
             ErrorCode::SessionLimit => "SESSION_LIMIT",
+            ErrorCode::StoreUnavailable => "STORE_UNAVAILABLE",
             ErrorCode::HistoryLimitExceeded => "HISTORY_LIMIT_EXCEEDED",
             ErrorCode::IncompleteToolResults => "INCOMPLETE_TOOL_RESULTS",
             ErrorCode::UnknownToolCall => "UNKNOWN_TOOL_CALL",
@@ -151,7 +154,9 @@ impl ErrorCode {
             | ErrorCode::AapVersionUnsupported
             | ErrorCode::AapSessionNotFound
             | ErrorCode::AapAgentNotFound => Fault::Upstream,
-            ErrorCode::GatewayShutdown | ErrorCode::NotImplemented => Fault::Gateway,
+            ErrorCode::GatewayShutdown
+            | ErrorCode::NotImplemented
+            | ErrorCode::StoreUnavailable => Fault::Gateway,
         }
     }
 
@@ -185,7 +190,9 @@ impl ErrorCode {
             ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            ErrorCode::GatewayShutdown => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::GatewayShutdown | ErrorCode::StoreUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ErrorCode::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
@@ -247,6 +254,7 @@ mod tests {
         ErrorCode::Unauthorized,
         ErrorCode::TurnInProgress,
         ErrorCode::SessionLimit,
+        ErrorCode::StoreUnavailable,
         ErrorCode::HistoryLimitExceeded,
         ErrorCode::IncompleteToolResults,
         ErrorCode::UnknownToolCall,

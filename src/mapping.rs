@@ -280,6 +280,12 @@ pub struct Mappings {
     pub hai: Arc<HaiTables>,
 }
 
+impl Default for Mappings {
+    fn default() -> Mappings {
+        Mappings::builtin()
+    }
+}
+
 impl Mappings {
     /// The compiled-in defaults.
     pub fn builtin() -> Mappings {

@@ -44,17 +44,17 @@ fn translate(case: &Path, mode: StreamMode) -> String {
         run_id: "run-1".into(),
     };
     let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::Aap, ids);
-    spec.aap.options.mode = mode;
+    spec.codecs.aap.turn.mode = mode;
     if let Ok(text) = std::fs::read_to_string(case.with_extension("options.json")) {
         let options: Value = serde_json::from_str(&text).unwrap();
         if let Some(tools) = options["clientTools"].as_array() {
-            spec.aap.options.client_tools = tools
+            spec.codecs.aap.turn.client_tools = tools
                 .iter()
                 .map(|t| t.as_str().unwrap().to_owned())
                 .collect();
         }
         if let Some(name) = options["confirmTool"].as_str() {
-            spec.aap.options.confirm_tool = name.into();
+            spec.codecs.aap.turn.confirm_tool = name.into();
         }
     }
     let out = translate_all(spec, &input).unwrap();

@@ -15,10 +15,9 @@ use bytes::BytesMut;
 use dialect_proxy::adapters::aap_client::planner::resolve_hitl;
 use dialect_proxy::config::aap_client::HitlStyle;
 use dialect_proxy::dialect::aap::read::ReadOptions;
-use dialect_proxy::dialect::{read_request, Dialect};
+use dialect_proxy::dialect::{read_request, CodecOptions, Dialect};
 use dialect_proxy::event::Event;
 use dialect_proxy::event::{Clock, RunIds};
-use dialect_proxy::mapping::Mappings;
 use dialect_proxy::pipeline::verify::verify_run;
 use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 use dialect_proxy::sse::Framing;
@@ -33,9 +32,8 @@ fn spec(case: &Path, client: Dialect) -> PipelineSpec {
         .map(|t| serde_json::from_str(&t).expect("options.json"))
         .unwrap_or(Value::Null);
     let mut no_ids = || panic!("fixture requests carry their ids");
-    let hai = Default::default();
-    let input = read_request(client, &body, &Mappings::builtin(), &hai, &mut no_ids)
-        .expect("valid request");
+    let codecs = CodecOptions::default();
+    let input = read_request(client, &body, &codecs, &mut no_ids).expect("valid request");
     let confirm_tool = options["confirmTool"].as_str().unwrap_or("confirmAction");
     let style: HitlStyle = options["hitl"].as_str().unwrap_or("auto").parse().unwrap();
     let mut spec = PipelineSpec::new(
@@ -46,12 +44,12 @@ fn spec(case: &Path, client: Dialect) -> PipelineSpec {
             run_id: input.run_id.clone(),
         },
     );
-    spec.tools = input.tools.iter().map(|t| t.name.clone()).collect();
+    spec.codecs.tools = input.tools.iter().map(|t| t.name.clone()).collect();
     spec.clock = Clock::Fixed(CLOCK);
     if options["framing"] == "json" {
         spec.framing = Framing::Json;
     }
-    spec.aap_read = ReadOptions {
+    spec.codecs.aap.read = ReadOptions {
         client_tools: input
             .tools
             .iter()

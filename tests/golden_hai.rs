@@ -15,10 +15,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
 use dialect_proxy::dialect::hai::{DeltaEncoding, HaiOptions, SnapshotName, ToolArgsEncoding};
-use dialect_proxy::dialect::{read_request, Dialect};
+use dialect_proxy::dialect::{read_request, CodecOptions, Dialect};
 use dialect_proxy::event::Event;
 use dialect_proxy::event::{Clock, RunIds};
-use dialect_proxy::mapping::Mappings;
 use dialect_proxy::pipeline::translate_all;
 use dialect_proxy::pipeline::verify::verify_run;
 use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
@@ -63,8 +62,11 @@ fn spec(case: &Path, upstream: Dialect, client: Dialect) -> PipelineSpec {
     let body = std::fs::read(case.with_extension("request.json")).expect("request.json");
     let hai = options(case);
     let mut no_ids = || panic!("fixture requests carry their ids");
-    let input = read_request(client, &body, &Mappings::builtin(), &hai, &mut no_ids)
-        .expect("valid request");
+    let codecs = CodecOptions {
+        hai: hai.clone(),
+        ..CodecOptions::default()
+    };
+    let input = read_request(client, &body, &codecs, &mut no_ids).expect("valid request");
     let mut spec = PipelineSpec::new(
         upstream,
         client,
@@ -73,8 +75,8 @@ fn spec(case: &Path, upstream: Dialect, client: Dialect) -> PipelineSpec {
             run_id: input.run_id,
         },
     );
-    spec.tools = input.tools.iter().map(|t| t.name.clone()).collect();
-    spec.hai = hai;
+    spec.codecs.tools = input.tools.iter().map(|t| t.name.clone()).collect();
+    spec.codecs.hai = hai;
     spec.clock = Clock::Fixed(CLOCK);
     spec
 }
@@ -188,8 +190,8 @@ fn round_trip_spec(
             run_id: "run-rt".into(),
         },
     );
-    spec.hai = hai.clone();
-    spec.tools = tools.to_vec();
+    spec.codecs.hai = hai.clone();
+    spec.codecs.tools = tools.to_vec();
     spec.clock = Clock::Fixed(CLOCK);
     spec
 }

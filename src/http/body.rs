@@ -15,9 +15,15 @@
 //!    (drain signal included) has registered the waker.
 //!
 //! A run may span several upstream requests (an AAP agent's turns): the body then starts from
-//! a future that opens the first one, and a [`Continuation`] decides at each turn's stop whether
-//! another request follows. While a request is opening, heartbeats go on and the idle timer
-//! rests (the request has its own connect and header timeouts).
+//! a future that opens the first one, and its [`RunOwner`] decides at each hand-over
+//! ([`Pipeline::at_handover`]) whether another request follows. While a request is opening,
+//! heartbeats go on and the idle timer rests (the request has its own connect and header
+//! timeouts). When the stream ends, however it ends, the owner is told once
+//! ([`RunOwner::ended`]); an owner with state to keep hands it to a task of its own over a
+//! channel, so nothing here waits or writes a store.
+//!
+//! A writer whose wire is one document rather than a stream ([`Pipeline::is_stream`]) gets no
+//! opening comment and no heartbeats.
 //!
 //! `Error = Infallible`: upstream trouble becomes a terminal `RUN_ERROR` event, never a cut
 //! connection. Dropping the body (the client left) drops the upstream body, which closes the
@@ -35,7 +41,9 @@ use http_body_util::combinators::UnsyncBoxBody;
 use tokio::time::{Instant, Sleep};
 use tracing::Span;
 
+use crate::dialect::{AnyReader, AnyWriter, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
+use crate::event::Note;
 use crate::pipeline::Pipeline;
 use crate::sse::{Framing, HEARTBEAT_COMMENT, OPENING_COMMENT};
 use crate::telemetry::metrics::{Outcome, StreamEnd, StreamRecord};
@@ -53,15 +61,11 @@ const FRAMES_PER_POLL: usize = 64;
 /// Resolves when open streams must end (the drain deadline after a shutdown signal).
 pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Called once when the stream ends, however it ends (terminal event, or the client went away
-/// mid-stream), with the pipeline as it stands: the AAP face commits its session here.
-pub type EndHook = Box<dyn FnOnce(&mut Pipeline) + Send>;
-
 /// A request being opened: the upstream body and its framing, or why it could not be had.
 pub type OpenFuture =
     Pin<Box<dyn Future<Output = Result<(UpstreamBody, Framing), Failure>> + Send>>;
 
-/// What follows an upstream turn's stop.
+/// What follows a hand-over.
 pub enum Next {
     /// Another request, streamed into the same run.
     Open(OpenFuture),
@@ -71,16 +75,33 @@ pub enum Next {
     Fail(Failure),
 }
 
-/// The owner of a run that spans several upstream requests.
-pub trait Continuation: Send {
-    /// The current turn stopped ([`Pipeline::turn_stop`]); the upstream connection is closed.
-    fn after_turn(&mut self, pipeline: &mut Pipeline) -> Next;
-    /// The stream ended, however it ended (once).
-    fn ended(&mut self, pipeline: &mut Pipeline);
+/// Who a stream's run belongs to beyond the body: the adapter that continues it across
+/// upstream requests, or keeps what it produced. A plain stream's owner is `()`.
+pub trait RunOwner<R, W>: Send + Unpin + 'static {
+    /// The upstream's response stopped at a hand-over ([`Pipeline::at_handover`]); its
+    /// connection is closed. Default: the run ends there.
+    fn after_handover(&mut self, _pipeline: &mut Pipeline<R, W>) -> Next {
+        Next::End
+    }
+
+    /// The stream ended, however it ended: terminal event written, or the client went away
+    /// (then from `Drop`). Called once. Must not block or do I/O: hand results to a task.
+    ///
+    /// An owner that must know its results are safe before the client learns the run is over
+    /// returns a future: the body holds the run's last frame until it resolves (a session
+    /// written back before the client can send its next turn). Ignored when the client left.
+    fn ended(&mut self, _pipeline: &mut Pipeline<R, W>, _outcome: Outcome) -> Option<Hold> {
+        None
+    }
 }
 
+/// What a [`RunOwner`] makes the stream's last frame wait for.
+pub type Hold = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl<R: Send + 'static, W: Send + 'static> RunOwner<R, W> for () {}
+
 /// Where upstream bytes come from now.
-enum Source {
+pub enum Source {
     Body(UpstreamBody),
     Opening(OpenFuture),
 }
@@ -94,12 +115,26 @@ pub struct StreamTimers {
     pub heartbeat_interval: Duration,
 }
 
+/// What a stream gets from its route and the gateway: timers, the drain signal, its span and
+/// its metrics record.
+pub struct StreamParts {
+    pub timers: StreamTimers,
+    pub drain: DrainSignal,
+    pub span: Span,
+    pub record: StreamRecord,
+}
+
 /// See the module docs.
-pub struct TranslatingBody {
+pub struct TranslatingBody<R = AnyReader, W = AnyWriter, O = ()>
+where
+    R: Reader,
+    W: Writer,
+    O: RunOwner<R, W>,
+{
     /// `None` once the run has ended: dropping it closes the upstream connection at once.
     upstream: Option<Source>,
-    continuation: Option<Box<dyn Continuation>>,
-    pipeline: Pipeline,
+    owner: O,
+    pipeline: Pipeline<R, W>,
     timers: StreamTimers,
     idle: Pin<Box<Sleep>>,
     heartbeat: Pin<Box<Sleep>>,
@@ -113,96 +148,55 @@ pub struct TranslatingBody {
     heartbeats: u64,
     /// The end-of-stream line has been logged.
     logged: bool,
-    on_end: Option<EndHook>,
+    /// What the last frame waits for ([`RunOwner::ended`]).
+    holding: Option<Hold>,
 }
 
-impl TranslatingBody {
-    pub fn new(
-        upstream: UpstreamBody,
-        pipeline: Pipeline,
-        timers: StreamTimers,
-        drain: DrainSignal,
-        span: Span,
-        record: StreamRecord,
-    ) -> Self {
-        Self::with_source(
-            Source::Body(upstream),
-            pipeline,
-            timers,
+impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
+    /// The body that streams `source` through `pipeline`; `owner` is told of hand-overs and
+    /// of the end.
+    pub fn new(source: Source, mut pipeline: Pipeline<R, W>, owner: O, parts: StreamParts) -> Self {
+        let StreamParts {
+            mut timers,
             drain,
             span,
             record,
-        )
-    }
-
-    /// A body whose upstream request is still to be made by `open`; `continuation` decides
-    /// what follows each turn.
-    pub fn deferred(
-        open: OpenFuture,
-        continuation: Box<dyn Continuation>,
-        pipeline: Pipeline,
-        timers: StreamTimers,
-        drain: DrainSignal,
-        span: Span,
-        record: StreamRecord,
-    ) -> Self {
-        let mut body =
-            Self::with_source(Source::Opening(open), pipeline, timers, drain, span, record);
-        body.continuation = Some(continuation);
-        body
-    }
-
-    fn with_source(
-        source: Source,
-        mut pipeline: Pipeline,
-        timers: StreamTimers,
-        drain: DrainSignal,
-        span: Span,
-        record: StreamRecord,
-    ) -> Self {
+        } = parts;
         let now = Instant::now();
         // The run may open with events of its own (`RUN_STARTED` before an AAP agent is
         // contacted), or the client's dialect with an event (AAP's `turn_start`).
         let mut first = BytesMut::new();
         pipeline.begin(&mut first);
-        let waiting = if first.is_empty() {
-            Bytes::from_static(pipeline.opening().unwrap_or(OPENING_COMMENT))
+        let waiting = if !first.is_empty() {
+            Some(first.freeze())
+        } else if let Some(opening) = pipeline.opening() {
+            Some(Bytes::from_static(opening))
+        } else if pipeline.is_stream() {
+            Some(Bytes::from_static(OPENING_COMMENT))
         } else {
-            first.freeze()
+            None
         };
+        if !pipeline.is_stream() {
+            // One document: only what the pipeline writes goes into it.
+            timers.heartbeat_interval = QUIET_HEARTBEAT;
+        }
         TranslatingBody {
             upstream: Some(source),
-            continuation: None,
+            owner,
             pipeline,
             timers,
             idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
             heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
             drain,
-            waiting: Some(waiting),
+            waiting,
             out: BytesMut::new(),
             span,
             record,
             started: now,
             heartbeats: 0,
             logged: false,
-            on_end: None,
+            holding: None,
         }
-    }
-
-    /// Runs `hook` once when the stream ends.
-    pub fn on_end(mut self, hook: EndHook) -> Self {
-        self.on_end = Some(hook);
-        self
-    }
-
-    /// A body read whole by the gateway itself (AAP's JSON turns): no opening comment and no
-    /// heartbeats, only what the pipeline writes.
-    pub fn quiet(mut self) -> Self {
-        self.waiting = None;
-        let far = Instant::now() + QUIET_HEARTBEAT;
-        self.timers.heartbeat_interval = QUIET_HEARTBEAT;
-        self.heartbeat.as_mut().reset(far);
-        self
     }
 
     /// The run has ended: releases the upstream and records the stream.
@@ -221,13 +215,19 @@ impl TranslatingBody {
         if std::mem::replace(&mut self.logged, true) {
             return;
         }
-        if let Some(hook) = self.on_end.take() {
-            hook(&mut self.pipeline);
-        }
-        if let Some(continuation) = self.continuation.as_mut() {
-            continuation.ended(&mut self.pipeline);
+        let hold = self.owner.ended(&mut self.pipeline, outcome);
+        if outcome != Outcome::Cancelled {
+            self.holding = hold;
         }
         let _entered = self.span.enter();
+        for (note, count) in self.pipeline.note_counts() {
+            match note {
+                Note::Fixup(rule) => tracing::debug!(rule = rule.as_str(), count, "dialect fix-up"),
+                Note::Dropped(kind) => {
+                    tracing::debug!(kind = kind.as_str(), count, "dropped upstream input")
+                }
+            }
+        }
         let stats = self.pipeline.stats();
         let failure = self.pipeline.failure();
         let duration = self.started.elapsed();
@@ -254,20 +254,33 @@ impl TranslatingBody {
     }
 
     /// Ends the run with a gateway error and returns its terminal frame.
-    fn fail(&mut self, failure: Failure) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn fail(
+        &mut self,
+        failure: Failure,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.pipeline.fail(failure, &mut self.out);
         self.finish();
+        self.poll_last(cx)
+    }
+
+    /// The run is over: the last frame leaves once what the owner holds it for is done.
+    fn poll_last(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(hold) = self.holding.as_mut() {
+            ready!(hold.as_mut().poll(cx));
+            self.holding = None;
+        }
         Poll::Ready(self.take_output().map(|b| Ok(Frame::data(b))))
     }
 
-    /// The upstream turn stopped: its connection closes, and the continuation (if any) opens
-    /// the next request or the run ends.
-    fn turn_over(&mut self) {
+    /// The upstream's response stopped at a hand-over: its connection closes, and the owner
+    /// opens the next request or the run ends.
+    fn hand_over(&mut self) {
         self.upstream = None;
-        let next = match self.continuation.as_mut() {
-            Some(c) => c.after_turn(&mut self.pipeline),
-            None => Next::End,
-        };
+        let next = self.owner.after_handover(&mut self.pipeline);
         match next {
             Next::Open(open) => self.upstream = Some(Source::Opening(open)),
             Next::End => self.pipeline.end(&mut self.out),
@@ -275,19 +288,19 @@ impl TranslatingBody {
         }
     }
 
-    /// The upstream body ended: what it left is decoded; without a turn's stop to hand over,
-    /// the run ends (truncated, unless its terminal event came).
+    /// The upstream body ended: what it left is decoded; without a hand-over, the run ends
+    /// (truncated, unless its terminal event came).
     fn upstream_ended(&mut self) {
         self.pipeline.drain_eof(&mut self.out);
-        if self.pipeline.turn_stop().is_none() {
+        if !self.pipeline.at_handover() {
             self.pipeline.end(&mut self.out);
         }
     }
 
-    /// After upstream bytes were read: a stopped turn hands over, a finished run ends.
+    /// After upstream bytes were read: a hand-over goes to the owner, a finished run ends.
     fn after_read(&mut self) {
-        if self.pipeline.turn_stop().is_some() {
-            self.turn_over();
+        if self.pipeline.at_handover() {
+            self.hand_over();
         }
         if self.pipeline.is_finished() {
             self.finish();
@@ -296,7 +309,7 @@ impl TranslatingBody {
 
     /// Takes what the pipeline produced as one frame.
     fn take_output(&mut self) -> Option<Bytes> {
-        if self.out.is_empty() {
+        if self.out.is_empty() || self.holding.is_some() {
             return None;
         }
         let deadline = Instant::now() + self.timers.heartbeat_interval;
@@ -305,7 +318,7 @@ impl TranslatingBody {
     }
 }
 
-impl Body for TranslatingBody {
+impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -322,25 +335,26 @@ impl Body for TranslatingBody {
         // Checked first: an upstream that always has data must not hide the shutdown deadline.
         if this.upstream.is_some() && this.drain.as_mut().poll(cx).is_ready() {
             tracing::warn!("drain deadline reached; ending the stream");
-            return this.fail(Failure::new(
+            let failure = Failure::new(
                 ErrorCode::GatewayShutdown,
                 "the gateway is shutting down; retry the run",
-            ));
+            );
+            return this.fail(failure, cx);
         }
         for _ in 0..FRAMES_PER_POLL {
             let Some(source) = this.upstream.as_mut() else {
-                return Poll::Ready(this.take_output().map(|b| Ok(Frame::data(b))));
+                return this.poll_last(cx);
             };
             let polled = match source {
                 Source::Opening(open) => match open.as_mut().poll(cx) {
                     Poll::Ready(Ok((body, framing))) => {
-                        this.pipeline.next_turn(framing);
+                        this.pipeline.resume(framing);
                         this.upstream = Some(Source::Body(body));
                         let deadline = Instant::now() + this.timers.idle_timeout;
                         this.idle.as_mut().reset(deadline);
                         continue;
                     }
-                    Poll::Ready(Err(failure)) => return this.fail(failure),
+                    Poll::Ready(Err(failure)) => return this.fail(failure, cx),
                     Poll::Pending => None,
                 },
                 Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
@@ -361,10 +375,13 @@ impl Body for TranslatingBody {
                 }
                 Some(Poll::Ready(Some(Err(error)))) => {
                     tracing::warn!(%error, "upstream body failed mid-stream");
-                    return this.fail(Failure::new(
-                        ErrorCode::UpstreamTruncated,
-                        format!("the upstream connection broke mid-stream: {error}"),
-                    ));
+                    return this.fail(
+                        Failure::new(
+                            ErrorCode::UpstreamTruncated,
+                            format!("the upstream connection broke mid-stream: {error}"),
+                        ),
+                        cx,
+                    );
                 }
                 Some(Poll::Ready(None)) => {
                     this.upstream_ended();
@@ -378,10 +395,11 @@ impl Body for TranslatingBody {
                     if pending.is_some() && this.idle.as_mut().poll(cx).is_ready() {
                         let secs = this.timers.idle_timeout.as_secs_f64();
                         tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
-                        return this.fail(Failure::new(
+                        let failure = Failure::new(
                             ErrorCode::UpstreamIdleTimeout,
                             format!("the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"),
-                        ));
+                        );
+                        return this.fail(failure, cx);
                     }
                     ready!(this.heartbeat.as_mut().poll(cx));
                     this.heartbeats += 1;
@@ -408,7 +426,7 @@ impl Body for TranslatingBody {
     }
 }
 
-impl Drop for TranslatingBody {
+impl<R: Reader, W: Writer, O: RunOwner<R, W>> Drop for TranslatingBody<R, W, O> {
     fn drop(&mut self) {
         // Dropped before its end: the client went away (hyper drops the body), which also
         // dropped the upstream body and so closed the upstream connection.

@@ -70,14 +70,13 @@ where
         heartbeat_interval: Duration::from_secs(10),
     };
     let record = crate::telemetry::metrics::Metrics::new().stream_started("/");
-    TranslatingBody::new(
-        upstream.boxed_unsync(),
-        pipeline,
+    let parts = StreamParts {
         timers,
         drain,
-        tracing::Span::none(),
+        span: tracing::Span::none(),
         record,
-    )
+    };
+    TranslatingBody::new(Source::Body(upstream.boxed_unsync()), pipeline, (), parts)
 }
 
 fn scripted(steps: Vec<Step>, silent_at_end: bool) -> ScriptBody {

@@ -1,7 +1,21 @@
-//! The leaf HTTP layer.
+//! The leaf HTTP layer: everything a face needs to talk HTTP, and nothing that routes. It
+//! imports the pipeline, the dialect registry, config and telemetry below it, and never the
+//! server or the adapters above it.
+//!
+//! - [`relay`]: the handle faces get — open a route's upstream, build its pipeline and body.
+//! - [`upstream`]: the pooled upstream client and its failures before the body.
+//! - [`body`]: [`body::TranslatingBody`], the only async piece of a translated stream.
+//! - [`request_body`]: client request bodies, bounded in size and time.
+//! - [`response`]: the response body type, success shapes, and [`response::Refusal`].
+//! - [`headers`]: hop-by-hop filtering and the SSE response headers.
+//! - [`stall`]: the guard that gives up a client whose writes stay blocked.
+//! - [`clock`]: the wall clock handed to the pure converters.
 
 pub mod body;
 pub mod clock;
 pub mod headers;
+pub mod relay;
+pub mod request_body;
+pub mod response;
 pub mod stall;
 pub mod upstream;

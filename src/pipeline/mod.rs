@@ -1,117 +1,105 @@
 //! Decoder → reader → sequencer → writer: upstream bytes in, client bytes out.
 //!
-//! The one code path behind both the proxy's translating body and the `translate` command, so
-//! what an operator replays offline is exactly what the gateway does live. Synchronous and
-//! allocation-light: scratch vectors are reused between calls, and each call appends the
-//! encoded events produced by the bytes it was given. Only what the protocol makes incomplete
-//! waits for later bytes: a partial SSE event, and object tool arguments held until the call's
-//! end (`dialects.md` row 6).
+//! The one code path behind both the translating body and the `translate` command, so what an
+//! operator replays offline is exactly what the gateway does live. It composes any
+//! [`Reader`] with any [`Writer`] (`dialect::codec`) and knows no dialect: the registry
+//! (`dialect`) builds the pair for a route ([`PipelineSpec`]), and an adapter that needs its
+//! reader's or writer's results (AAP sessions) builds the pipeline with the concrete type
+//! ([`Pipeline::from_parts`]) and reads them through [`Pipeline::reader`] and
+//! [`Pipeline::writer_mut`].
+//!
+//! Synchronous and allocation-light: scratch vectors are reused between calls, and each call
+//! appends the encoded events produced by the bytes it was given. Only what the protocol makes
+//! incomplete waits for later bytes: a partial SSE event, and object tool arguments held until
+//! the call's end (`dialects.md` row 6). Diagnostics are counted ([`Pipeline::note_counts`]),
+//! never logged here: the caller logs and records them.
+//!
+//! Pure: must not import the I/O side (`http`, `server`, `adapters`, `session`), hyper, tokio
+//! or tracing.
 
 use std::fmt;
 
 use bytes::BytesMut;
 
-use crate::dialect::aap::read::{AapReader, ReadOptions, TurnEnd};
-use crate::dialect::aap::{AapWriter, TurnOptions};
-use crate::dialect::agui::{AguiReader, AguiWriter, ReaderOptions, UnknownFields};
-use crate::dialect::hai::{HaiOptions, HaiReader, HaiWriter};
-use crate::dialect::Dialect;
+use crate::dialect::{check_pair, AnyReader, AnyWriter, CodecOptions, Dialect, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{Event, Message};
-use crate::mapping::Mappings;
-use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
-
-use crate::dialect::aap::transcript::Transcript;
 use crate::event::{Clock, DropKind, Note, RunIds};
+use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
 pub mod owners;
 pub mod sequencer;
 pub mod verify;
 
+pub use crate::dialect::Unsupported;
 pub use sequencer::{Input, RunSequencer};
 
-/// What a pipeline is built from.
+/// What a pipeline needs beyond its reader and writer.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub ids: RunIds,
+    pub max_event_bytes: usize,
+    /// How the upstream frames its events (from its `Content-Type`).
+    pub framing: Framing,
+    pub keep_upstream_run_ids: bool,
+    /// The time stamped on events of dialects that require one.
+    pub clock: Clock,
+}
+
+impl PipelineOptions {
+    /// Defaults for everything but the ids. The clock is fixed at 0: the I/O side passes the
+    /// wall clock in.
+    pub fn new(ids: RunIds) -> PipelineOptions {
+        PipelineOptions {
+            ids,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            framing: Framing::Sse,
+            keep_upstream_run_ids: false,
+            clock: Clock::Fixed(0),
+        }
+    }
+}
+
+/// A pipeline between two dialects of the registry, as a route or the `translate` command
+/// describes it.
 #[derive(Debug, Clone)]
 pub struct PipelineSpec {
     pub upstream: Dialect,
     pub client: Dialect,
     pub ids: RunIds,
-    pub mappings: Mappings,
+    /// The readers' and writers' options, per dialect.
+    pub codecs: CodecOptions,
     pub max_event_bytes: usize,
-    /// How the upstream frames its events (from its `Content-Type`).
     pub framing: Framing,
     pub keep_upstream_run_ids: bool,
-    pub unknown_fields: UnknownFields,
-    /// Policy choices of the AG-UI reader.
-    pub reader: ReaderOptions,
-    /// HAI's reader and writer profile.
-    pub hai: HaiOptions,
-    /// Names of the frontend tools the request declared.
-    pub tools: Vec<String>,
-    /// The time stamped on events of dialects that require one.
     pub clock: Clock,
-    /// The AAP turn a run answers, when the client speaks AAP.
-    pub aap: AapTurn,
-    /// How an AAP upstream's turns are read, when the upstream speaks AAP.
-    pub aap_read: ReadOptions,
 }
-
-/// What an AAP client's writer starts from: the turn's options, and the session history and
-/// state the run continues (its transcript grows from them).
-#[derive(Debug, Clone)]
-pub struct AapTurn {
-    pub options: TurnOptions,
-    pub history: Vec<Message>,
-    pub state: Option<serde_json::Value>,
-    /// Bytes the run may add to the history.
-    pub budget: usize,
-}
-
-impl Default for AapTurn {
-    fn default() -> Self {
-        AapTurn {
-            options: TurnOptions {
-                confirm_tool: crate::dialect::confirm::DEFAULT_TOOL.into(),
-                ..TurnOptions::default()
-            },
-            history: Vec::new(),
-            state: None,
-            budget: DEFAULT_TURN_BUDGET,
-        }
-    }
-}
-
-/// What one run may add to a transcript when nothing smaller is configured.
-pub const DEFAULT_TURN_BUDGET: usize = 64 << 20;
 
 impl PipelineSpec {
     /// Defaults for everything but the dialects and ids.
     pub fn new(upstream: Dialect, client: Dialect, ids: RunIds) -> PipelineSpec {
+        let options = PipelineOptions::new(ids);
         PipelineSpec {
             upstream,
             client,
-            ids,
-            mappings: Mappings::builtin(),
-            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
-            framing: Framing::Sse,
-            keep_upstream_run_ids: false,
-            unknown_fields: UnknownFields::default(),
-            reader: ReaderOptions::default(),
-            hai: HaiOptions::default(),
-            tools: Vec::new(),
-            clock: Clock::Fixed(0),
-            aap: AapTurn::default(),
-            aap_read: ReadOptions::default(),
+            ids: options.ids,
+            codecs: CodecOptions::default(),
+            max_event_bytes: options.max_event_bytes,
+            framing: options.framing,
+            keep_upstream_run_ids: options.keep_upstream_run_ids,
+            clock: options.clock,
         }
     }
-}
 
-/// A dialect pair the build cannot translate yet.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("translating {from} to {to} is not supported by this build")]
-pub struct Unsupported {
-    pub from: Dialect,
-    pub to: Dialect,
+    /// The options the pipeline itself takes.
+    pub fn options(&self) -> PipelineOptions {
+        PipelineOptions {
+            ids: self.ids.clone(),
+            max_event_bytes: self.max_event_bytes,
+            framing: self.framing,
+            keep_upstream_run_ids: self.keep_upstream_run_ids,
+            clock: self.clock,
+        }
+    }
 }
 
 /// Counters of one stream, for the end-of-stream log line and metrics.
@@ -127,27 +115,15 @@ pub struct StreamStats {
     pub dropped: u64,
 }
 
-enum Reader {
-    AgUi(Box<AguiReader>),
-    Hai(Box<HaiReader>),
-    Aap(Box<AapReader>),
-}
-
-enum Writer {
-    AgUi(AguiWriter),
-    Hai(Box<HaiWriter>),
-    Aap(Box<AapWriter>),
-}
-
 /// See the module docs.
-pub struct Pipeline {
+pub struct Pipeline<R = AnyReader, W = AnyWriter> {
     decoder: SseDecoder,
     buf: BytesMut,
-    reader: Reader,
+    reader: R,
     sequencer: RunSequencer,
-    writer: Writer,
-    read_out: Vec<Event>,
-    seq_out: Vec<Event>,
+    writer: W,
+    read_out: Vec<crate::event::Event>,
+    seq_out: Vec<crate::event::Event>,
     notes: Vec<Note>,
     stats: StreamStats,
     /// How often each repair and drop happened (a handful of distinct notes per stream).
@@ -158,7 +134,7 @@ pub struct Pipeline {
     max_event_bytes: usize,
 }
 
-impl fmt::Debug for Pipeline {
+impl<R: Reader, W: Writer> fmt::Debug for Pipeline<R, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pipeline")
             .field("stats", &self.stats)
@@ -168,47 +144,25 @@ impl fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// The pipeline `spec` describes, with the registry's reader and writer.
     pub fn new(spec: PipelineSpec) -> Result<Pipeline, Unsupported> {
-        if spec.upstream == Dialect::Aap && spec.client == Dialect::Aap {
-            return Err(Unsupported {
-                from: spec.upstream,
-                to: spec.client,
-            });
-        }
-        let reader = match spec.upstream {
-            Dialect::AgUi => Reader::AgUi(Box::new(AguiReader::new(
-                &spec.ids,
-                spec.mappings.agui.clone(),
-                spec.reader,
-            ))),
-            Dialect::Hai => Reader::Hai(Box::new(HaiReader::new(
-                &spec.ids,
-                &spec.mappings,
-                spec.reader,
-                &spec.hai,
-                spec.tools,
-            ))),
-            Dialect::Aap => {
-                let mut reader = AapReader::new(&spec.ids, spec.aap_read);
-                reader.set_json(spec.framing == Framing::Json);
-                Reader::Aap(Box::new(reader))
-            }
-        };
-        let writer = match spec.client {
-            Dialect::AgUi => Writer::AgUi(AguiWriter::new(spec.unknown_fields)),
-            Dialect::Hai => Writer::Hai(Box::new(HaiWriter::new(spec.hai.writer))),
-            Dialect::Aap => {
-                let turn = spec.aap;
-                let transcript = Transcript::new(turn.history, turn.state, turn.budget);
-                Writer::Aap(Box::new(AapWriter::new(turn.options, transcript)))
-            }
-        };
-        Ok(Pipeline {
-            decoder: SseDecoder::with_framing(spec.framing, spec.max_event_bytes),
+        check_pair(spec.upstream, spec.client)?;
+        let options = spec.options();
+        let reader = spec.upstream.reader(&spec.ids, spec.framing, &spec.codecs);
+        let writer = spec.client.writer(&spec.codecs);
+        Ok(Pipeline::from_parts(reader, writer, options))
+    }
+}
+
+impl<R: Reader, W: Writer> Pipeline<R, W> {
+    /// A pipeline from `reader` to `writer`.
+    pub fn from_parts(reader: R, writer: W, options: PipelineOptions) -> Pipeline<R, W> {
+        Pipeline {
+            decoder: SseDecoder::with_framing(options.framing, options.max_event_bytes),
             buf: BytesMut::new(),
             reader,
-            sequencer: RunSequencer::new(spec.ids)
-                .keep_upstream_run_ids(spec.keep_upstream_run_ids),
+            sequencer: RunSequencer::new(options.ids)
+                .keep_upstream_run_ids(options.keep_upstream_run_ids),
             writer,
             read_out: Vec::new(),
             seq_out: Vec::new(),
@@ -216,46 +170,41 @@ impl Pipeline {
             stats: StreamStats::default(),
             note_counts: Vec::new(),
             failure: None,
-            clock: spec.clock,
-            max_event_bytes: spec.max_event_bytes,
-        })
+            clock: options.clock,
+            max_event_bytes: options.max_event_bytes,
+        }
     }
 
-    /// Writes what the run opens with before the upstream is contacted: `RUN_STARTED` when
-    /// the upstream's turns only start after requests of the gateway's own (AAP).
+    /// Writes what the run opens with before the upstream is contacted ([`Reader::start`]).
     pub fn begin(&mut self, out: &mut BytesMut) {
         self.tick();
-        if let Reader::Aap(reader) = &mut self.reader {
-            reader.start(&mut self.read_out);
-            self.step_read(out);
-        }
+        self.reader.start(&mut self.read_out);
+        self.step_read(out);
     }
 
-    /// The stop of the AAP upstream's current turn, once read and until the run goes on or
-    /// ends: the moment to decide what follows.
-    pub fn turn_stop(&self) -> Option<&TurnEnd> {
-        match &self.reader {
-            Reader::Aap(r) if !self.is_finished() => r.stop(),
-            _ => None,
-        }
+    /// True when the upstream's current response stopped at a hand-over point and the run
+    /// has not ended: its owner may continue it with another response ([`Pipeline::resume`]).
+    pub fn at_handover(&self) -> bool {
+        !self.is_finished() && self.reader.at_handover()
     }
 
-    /// The AAP reader, for what a run's owner records when it ends.
-    pub fn aap_reader(&self) -> Option<&AapReader> {
-        match &self.reader {
-            Reader::Aap(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Continues the run with the AAP upstream's next turn, framed as `framing`.
-    pub fn next_turn(&mut self, framing: Framing) {
-        if let Reader::Aap(r) = &mut self.reader {
-            r.next_turn();
-            r.set_json(framing == Framing::Json);
-        }
+    /// Continues the run with the upstream's next response, framed as `framing`.
+    pub fn resume(&mut self, framing: Framing) {
+        self.reader.next_response(framing);
         self.decoder = SseDecoder::with_framing(framing, self.max_event_bytes);
         self.buf.clear();
+    }
+
+    pub fn reader(&self) -> &R {
+        &self.reader
+    }
+
+    pub fn writer(&self) -> &W {
+        &self.writer
+    }
+
+    pub fn writer_mut(&mut self) -> &mut W {
+        &mut self.writer
     }
 
     /// True once the terminal event has been written; later input is ignored.
@@ -278,20 +227,15 @@ impl Pipeline {
     }
 
     /// What the client receives before the first upstream byte, when its dialect opens a
-    /// stream with an event (AAP's `turn_start`).
+    /// stream with an event ([`Writer::opening`]).
     pub fn opening(&self) -> Option<&'static [u8]> {
-        match &self.writer {
-            Writer::Aap(w) => w.opening(),
-            _ => None,
-        }
+        self.writer.opening()
     }
 
-    /// The AAP writer, to take its results once the run is over.
-    pub fn aap_mut(&mut self) -> Option<&mut AapWriter> {
-        match &mut self.writer {
-            Writer::Aap(w) => Some(w),
-            _ => None,
-        }
+    /// False when the client's wire is one document, not an event stream
+    /// ([`Writer::is_stream`]).
+    pub fn is_stream(&self) -> bool {
+        self.writer.is_stream()
     }
 
     /// Feeds upstream bytes; appends the client's bytes for every complete event to `out`.
@@ -309,21 +253,18 @@ impl Pipeline {
         }
     }
 
-    /// The upstream body ended: flushes a last event without its blank line, then ends the run
-    /// (`UPSTREAM_TRUNCATED` unless a terminal event was seen).
+    /// The upstream body ended: flushes a last event without its blank line, lets the reader
+    /// give up what it held, then ends the run (`UPSTREAM_TRUNCATED` unless a terminal event
+    /// was seen).
     pub fn end(&mut self, out: &mut BytesMut) {
         self.drain_eof(out);
-        if let Reader::Aap(reader) = &mut self.reader {
-            // The held stop becomes the terminal events; without one, what is open closes
-            // before the truncation is reported.
-            reader.finish(&mut self.read_out);
-            self.step_read(out);
-        }
+        self.reader.finish(&mut self.read_out);
+        self.step_read(out);
         self.step(Input::UpstreamEnd, out);
     }
 
     /// The upstream body ended: decodes what it left (a last event without its blank line, a
-    /// whole JSON body) without ending the run, so a turn's stop can still hand over.
+    /// whole JSON body) without ending the run, so a hand-over can still happen.
     pub fn drain_eof(&mut self, out: &mut BytesMut) {
         self.tick();
         while !self.is_finished() {
@@ -342,8 +283,8 @@ impl Pipeline {
 
     /// Reads the clock for the events of this call (one reading per upstream chunk).
     fn tick(&mut self) {
-        if let Writer::Hai(w) = &mut self.writer {
-            w.set_now(self.clock.now_ms());
+        if self.writer.wants_clock() {
+            self.writer.set_now(self.clock.now_ms());
         }
     }
 
@@ -352,11 +293,9 @@ impl Pipeline {
         match item {
             Ok(Some(SseItem::Event(event))) => {
                 self.stats.events_in += 1;
-                let result = match &mut self.reader {
-                    Reader::AgUi(r) => r.read(&event, &mut self.read_out, &mut self.notes),
-                    Reader::Hai(r) => r.read(&event, &mut self.read_out, &mut self.notes),
-                    Reader::Aap(r) => r.read(&event, &mut self.read_out, &mut self.notes),
-                };
+                let result = self
+                    .reader
+                    .read(&event, &mut self.read_out, &mut self.notes);
                 self.step_read(out);
                 if let Err(failure) = result {
                     self.fail(failure, out);
@@ -408,11 +347,7 @@ impl Pipeline {
                 break;
             }
             self.stats.events_out += 1;
-            match &mut self.writer {
-                Writer::AgUi(w) => w.write(event, out),
-                Writer::Hai(w) => refused = w.write(event, out).err(),
-                Writer::Aap(w) => refused = w.write(event, out).err(),
-            }
+            refused = self.writer.write(event, out).err();
         }
         self.seq_out.clear();
         if let Some(failure) = refused {
@@ -426,14 +361,8 @@ impl Pipeline {
                 None => self.note_counts.push((note, 1)),
             }
             match note {
-                Note::Fixup(rule) => {
-                    self.stats.fixups += 1;
-                    tracing::trace!(rule = rule.as_str(), "dialect fix-up");
-                }
-                Note::Dropped(kind) => {
-                    self.stats.dropped += 1;
-                    tracing::trace!(kind = kind.as_str(), "dropped upstream input");
-                }
+                Note::Fixup(_) => self.stats.fixups += 1,
+                Note::Dropped(_) => self.stats.dropped += 1,
             }
         }
     }

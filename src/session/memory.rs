@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use async_trait::async_trait;
 use dashmap::DashMap;
 
 use super::{Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit};
@@ -60,12 +61,13 @@ impl MemoryStore {
     }
 }
 
+#[async_trait]
 impl Store for MemoryStore {
     fn limits(&self) -> SessionLimits {
         self.limits
     }
 
-    fn create(&self, session: Session) -> Result<(), StoreError> {
+    async fn create(&self, session: Session) -> Result<(), StoreError> {
         if self.sessions.len() >= self.limits.max_sessions {
             self.sweep();
             if self.sessions.len() >= self.limits.max_sessions {
@@ -83,24 +85,33 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn get(&self, id: &str) -> Option<Session> {
+    async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
         let now = Instant::now();
-        let mut entry = self.sessions.get_mut(id)?;
+        let Some(mut entry) = self.sessions.get_mut(id) else {
+            return Ok(None);
+        };
         if self.idle(&entry, now) {
             drop(entry);
             self.sessions.remove(id);
-            return None;
+            return Ok(None);
         }
         entry.used = now;
-        Some(entry.session.clone())
+        Ok(Some(entry.session.clone()))
     }
 
-    fn config(&self, id: &str) -> Option<SessionConfig> {
-        let entry = self.sessions.get(id)?;
-        (!self.idle(&entry, Instant::now())).then(|| entry.session.config.clone())
+    async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
+        let Some(entry) = self.sessions.get(id) else {
+            return Ok(None);
+        };
+        Ok((!self.idle(&entry, Instant::now())).then(|| entry.session.config.clone()))
     }
 
-    fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool) {
+    async fn list(
+        &self,
+        face: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Session>, bool), StoreError> {
         self.sweep();
         let mut ids: Vec<String> = self
             .sessions
@@ -115,14 +126,14 @@ impl Store for MemoryStore {
             .take(limit)
             .filter_map(|id| self.sessions.get(id).map(|e| e.session.clone()))
             .collect();
-        (page, more)
+        Ok((page, more))
     }
 
-    fn delete(&self, id: &str) -> bool {
-        self.sessions.remove(id).is_some()
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.sessions.remove(id).is_some())
     }
 
-    fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
+    async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
         let now = Instant::now();
         let mut entry = self.sessions.get_mut(id).ok_or(StoreError::NotFound)?;
         if self.idle(&entry, now) {
@@ -138,10 +149,10 @@ impl Store for MemoryStore {
         Ok(entry.session.clone())
     }
 
-    fn end_turn(&self, id: &str, commit: Option<TurnCommit>) {
+    async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError> {
         // A session deleted while its turn ran stays deleted.
         let Some(mut entry) = self.sessions.get_mut(id) else {
-            return;
+            return Ok(());
         };
         entry.running = false;
         entry.used = Instant::now();
@@ -151,9 +162,10 @@ impl Store for MemoryStore {
             entry.session.state = c.state;
             entry.session.pending = c.pending;
         }
+        Ok(())
     }
 
-    fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
+    async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
         let now = Instant::now();
         if !self.threads.contains_key(key) && self.threads.len() >= self.limits.max_sessions {
             self.sweep_threads();
@@ -177,16 +189,16 @@ impl Store for MemoryStore {
         Ok(entry.record.clone())
     }
 
-    fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError> {
+    async fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError> {
         let mut entry = self.threads.get_mut(key).ok_or(StoreError::NotFound)?;
         entry.record = Some(record);
         entry.used = Instant::now();
         Ok(())
     }
 
-    fn end_thread(&self, key: &str) {
+    async fn end_thread(&self, key: &str) -> Result<(), StoreError> {
         let Some(mut entry) = self.threads.get_mut(key) else {
-            return;
+            return Ok(());
         };
         entry.running = false;
         entry.used = Instant::now();
@@ -196,6 +208,7 @@ impl Store for MemoryStore {
             self.threads
                 .remove_if(key, |_, e| !e.running && e.record.is_none());
         }
+        Ok(())
     }
 }
 
@@ -204,16 +217,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::session::{new_session_id, TurnLease};
+    use crate::session::new_session_id;
 
     /// Creates a session of `face` and returns its id.
-    fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
+    async fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
         let id = new_session_id();
         s.create(Session {
             id: id.clone(),
             config: config(face),
             ..Session::default()
-        })?;
+        })
+        .await?;
         Ok(id)
     }
 
@@ -233,11 +247,11 @@ mod tests {
         }))
     }
 
-    #[test]
-    fn ids_are_url_safe_and_unique() {
+    #[tokio::test]
+    async fn ids_are_url_safe_and_unique() {
         let s = store(10, Duration::from_secs(60));
-        let a = add(&s, "/").unwrap();
-        let b = add(&s, "/").unwrap();
+        let a = add(&s, "/").await.unwrap();
+        let b = add(&s, "/").await.unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 5 + 32);
         assert!(a[5..]
@@ -245,68 +259,72 @@ mod tests {
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     }
 
-    #[test]
-    fn full_store_refuses_then_accepts_after_delete() {
+    #[tokio::test]
+    async fn full_store_refuses_then_accepts_after_delete() {
         let s = store(2, Duration::from_secs(60));
-        let a = add(&s, "/").unwrap();
-        add(&s, "/").unwrap();
-        assert_eq!(add(&s, "/"), Err(StoreError::Full(2)));
-        assert!(s.delete(&a));
-        assert!(!s.delete(&a));
-        assert!(add(&s, "/").is_ok());
+        let a = add(&s, "/").await.unwrap();
+        add(&s, "/").await.unwrap();
+        assert_eq!(add(&s, "/").await, Err(StoreError::Full(2)));
+        assert!(s.delete(&a).await.unwrap());
+        assert!(!s.delete(&a).await.unwrap());
+        assert!(add(&s, "/").await.is_ok());
     }
 
-    #[test]
-    fn list_pages_in_id_order_per_face() {
+    #[tokio::test]
+    async fn list_pages_in_id_order_per_face() {
         let s = store(100, Duration::from_secs(60));
-        let mut ids: Vec<String> = (0..5).map(|_| add(&s, "/a").unwrap()).collect();
-        add(&s, "/b").unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(add(&s, "/a").await.unwrap());
+        }
+        add(&s, "/b").await.unwrap();
         ids.sort();
-        let (page, more) = s.list("/a", None, 2);
+        let (page, more) = s.list("/a", None, 2).await.unwrap();
         assert!(more);
         assert_eq!(
             page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
             ids[..2]
         );
-        let (page, more) = s.list("/a", Some(&ids[1]), 2);
+        let (page, more) = s.list("/a", Some(&ids[1]), 2).await.unwrap();
         assert!(more);
         assert_eq!(page[0].id, ids[2]);
-        let (page, more) = s.list("/a", Some(&ids[3]), 2);
+        let (page, more) = s.list("/a", Some(&ids[3]), 2).await.unwrap();
         assert!(!more);
         assert_eq!(page.len(), 1);
     }
 
-    #[test]
-    fn one_turn_at_a_time_and_a_dropped_lease_changes_nothing() {
+    #[tokio::test]
+    async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
         let s = store(10, Duration::from_secs(60));
-        let id = add(&s, "/").unwrap();
-        let shared: std::sync::Arc<dyn Store> = s.clone();
-        let (lease, _) = TurnLease::begin(shared.clone(), &id).unwrap();
-        assert_eq!(
-            TurnLease::begin(shared.clone(), &id).err(),
-            Some(StoreError::Busy)
-        );
-        drop(lease);
-        let (lease, session) = TurnLease::begin(shared.clone(), &id).unwrap();
+        let id = add(&s, "/").await.unwrap();
+        s.begin_turn(&id).await.unwrap();
+        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::Busy));
+        s.end_turn(&id, None).await.unwrap();
+        let session = s.begin_turn(&id).await.unwrap();
         let mut next = config("/");
         next.agent = "changed".into();
-        lease.commit(TurnCommit {
-            config: next,
-            history: session.history,
-            state: Some(serde_json::json!({"n": 1})),
-            pending: Vec::new(),
-        });
-        let after = s.get(&id).unwrap();
+        s.end_turn(
+            &id,
+            Some(TurnCommit {
+                config: next,
+                history: session.history,
+                state: Some(serde_json::json!({"n": 1})),
+                pending: Vec::new(),
+            }),
+        )
+        .await
+        .unwrap();
+        let after = s.get(&id).await.unwrap().unwrap();
         assert_eq!(after.config.agent, "changed");
         assert_eq!(after.state, Some(serde_json::json!({"n": 1})));
     }
 
-    #[test]
-    fn idle_sessions_expire() {
+    #[tokio::test]
+    async fn idle_sessions_expire() {
         let s = store(10, Duration::from_millis(1));
-        let id = add(&s, "/").unwrap();
+        let id = add(&s, "/").await.unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        assert!(s.get(&id).is_none());
-        assert_eq!(s.begin_turn(&id).err(), Some(StoreError::NotFound));
+        assert!(s.get(&id).await.unwrap().is_none());
+        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::NotFound));
     }
 }

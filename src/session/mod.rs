@@ -6,22 +6,29 @@
 //! - thread records of AAP upstreams (§4.3): per route and AG-UI thread, the AAP session and what
 //!   the agent has seen ([`ThreadRecord`]).
 //!
-//! [`Store`] is the seam for other backends; [`MemoryStore`] (dashmap) is the default. A store
-//! hands out whole values (a session is read at the start of a turn and written back at its
-//! end), so a networked store can implement it with one read and one write per turn. At most
-//! one turn runs per session: [`Store::begin_turn`] marks it, and the [`TurnLease`] it returns
-//! ends the mark when the turn commits or is dropped. Thread records work the same way through
-//! [`ThreadLease`]. Both count against `max_sessions` and expire after `idle_timeout`.
+//! [`Store`] is the seam for other backends: async and fallible, so a networked store (Redis)
+//! or a durable one can implement it; [`MemoryStore`] (dashmap) is the default. A store hands
+//! out whole values (a session is read at the start of a turn and written back at its end), so
+//! it can be implemented with one read and one write per turn. At most one turn runs per
+//! session: [`Store::begin_turn`] marks it and [`Store::end_turn`] ends the mark, writing the
+//! turn back when it has one. Thread records work the same way. Both count against
+//! `max_sessions` and expire after `idle_timeout`. [`Timed`] bounds every operation of a store.
+//!
+//! Nothing ends a mark from `Drop`: whoever begins a turn hands its end to a task
+//! (`adapters::aap_server::commit`, `adapters::aap_client`), which awaits the stream's report
+//! over a channel and then writes the store; a closed channel ends the mark unchanged.
 
 mod memory;
 mod records;
+mod timed;
 
 pub use memory::MemoryStore;
 pub use records::{PendingCall, ThreadRecord};
+pub use timed::{Timed, DEFAULT_STORE_TIMEOUT};
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
@@ -92,6 +99,7 @@ pub struct TurnCommit {
     pub pending: Vec<Pending>,
 }
 
+/// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     #[error("session not found")]
@@ -102,96 +110,44 @@ pub enum StoreError {
         "the gateway holds its maximum of {0} sessions (max_sessions); delete one or retry later"
     )]
     Full(usize),
+    /// The store did not answer within its bound ([`Timed`]).
+    #[error("the session store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store cannot be reached or failed (a networked or durable store).
+    #[error("the session store is unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A session store; see the module docs.
+#[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> SessionLimits;
     /// Stores a new session (its id from [`new_session_id`]).
-    fn create(&self, session: Session) -> Result<(), StoreError>;
+    async fn create(&self, session: Session) -> Result<(), StoreError>;
     /// The whole session.
-    fn get(&self, id: &str) -> Option<Session>;
+    async fn get(&self, id: &str) -> Result<Option<Session>, StoreError>;
     /// A session's configuration alone (no history).
-    fn config(&self, id: &str) -> Option<SessionConfig>;
+    async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError>;
     /// Sessions of `face` with an id after `after`, in id order; at most `limit`, and whether
     /// more follow.
-    fn list(&self, face: &str, after: Option<&str>, limit: usize) -> (Vec<Session>, bool);
-    fn delete(&self, id: &str) -> bool;
+    async fn list(
+        &self,
+        face: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Session>, bool), StoreError>;
+    /// Whether the session existed.
+    async fn delete(&self, id: &str) -> Result<bool, StoreError>;
     /// Marks a turn running and returns the session as it stands.
-    fn begin_turn(&self, id: &str) -> Result<Session, StoreError>;
+    async fn begin_turn(&self, id: &str) -> Result<Session, StoreError>;
     /// Ends the running turn, writing `commit` back when given.
-    fn end_turn(&self, id: &str, commit: Option<TurnCommit>);
+    async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError>;
     /// Marks a run of thread `key` running and returns its record, if it has one.
-    fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError>;
+    async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError>;
     /// Writes a running thread's record.
-    fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError>;
+    async fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError>;
     /// Ends the running thread's run.
-    fn end_thread(&self, key: &str);
-}
-
-/// A running run of an AAP upstream's thread; dropping it ends the run (what was saved stays).
-#[derive(Debug)]
-pub struct ThreadLease {
-    store: Arc<dyn Store>,
-    key: String,
-}
-
-impl ThreadLease {
-    /// Starts a run on thread `key`: the lease and the thread's record, if any.
-    pub fn begin(
-        store: Arc<dyn Store>,
-        key: String,
-    ) -> Result<(ThreadLease, Option<ThreadRecord>), StoreError> {
-        let record = store.begin_thread(&key)?;
-        Ok((ThreadLease { store, key }, record))
-    }
-
-    pub fn save(&self, record: ThreadRecord) -> Result<(), StoreError> {
-        self.store.save_thread(&self.key, record)
-    }
-}
-
-impl Drop for ThreadLease {
-    fn drop(&mut self) {
-        self.store.end_thread(&self.key);
-    }
-}
-
-/// A running turn; dropping it without [`TurnLease::commit`] ends the turn with the session
-/// unchanged.
-#[derive(Debug)]
-pub struct TurnLease {
-    store: Arc<dyn Store>,
-    id: String,
-    done: bool,
-}
-
-impl TurnLease {
-    /// Starts a turn on session `id`.
-    pub fn begin(store: Arc<dyn Store>, id: &str) -> Result<(TurnLease, Session), StoreError> {
-        let session = store.begin_turn(id)?;
-        Ok((
-            TurnLease {
-                store,
-                id: id.to_owned(),
-                done: false,
-            },
-            session,
-        ))
-    }
-
-    pub fn commit(mut self, commit: TurnCommit) {
-        self.done = true;
-        self.store.end_turn(&self.id, Some(commit));
-    }
-}
-
-impl Drop for TurnLease {
-    fn drop(&mut self) {
-        if !self.done {
-            self.store.end_turn(&self.id, None);
-        }
-    }
+    async fn end_thread(&self, key: &str) -> Result<(), StoreError>;
 }
 
 /// A new session id: `sess_` + 32 lowercase hex (URL-safe, `translation.md` §2.1).

@@ -51,6 +51,11 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    op: String,
+}
+
 type DurationFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -70,6 +75,7 @@ pub struct Metrics {
     drops: Family<KindLabels, Counter>,
     heartbeats: Family<RouteLabels, Counter>,
     stream_duration: DurationFamily,
+    store_errors: Family<StoreLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -161,6 +167,12 @@ impl Metrics {
             Unit::Seconds,
             stream_duration.clone(),
         );
+        let store_errors = Family::<StoreLabels, Counter>::default();
+        registry.register(
+            "session_store_errors",
+            "Session store operations that failed after the client was answered (commits of turns and thread records), by operation",
+            store_errors.clone(),
+        );
         Arc::new(Metrics {
             registry,
             streams_active,
@@ -172,6 +184,7 @@ impl Metrics {
             drops,
             heartbeats,
             stream_duration,
+            store_errors,
         })
     }
 
@@ -181,6 +194,14 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// A store operation that failed where no client could be told (`op`: a bounded name,
+    /// `commit_turn`, `end_turn`, `save_thread`, `end_thread`).
+    pub fn store_error(&self, op: &'static str) {
+        self.store_errors
+            .get_or_create(&StoreLabels { op: op.into() })
+            .inc();
     }
 
     /// A request refused before the stream.

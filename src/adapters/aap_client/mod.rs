@@ -1,12 +1,15 @@
 //! The gateway as an AAP client: AG-UI and HAI runs in front of an AAP v3 agent
 //! (`translation.md` §4.3–4.4, §6.2 A1–A3). The pure decisions (what is new, what diverged,
-//! which answers go where) are [`crate::dialect::aap::upstream`]; reading the agent's turns is
-//! [`crate::dialect::aap::read`]. This module makes the HTTP requests around them.
+//! which answers go where) are [`planner`]; reading the agent's turns is the AAP dialect's
+//! reader (`dialect::aap::read`). This adapter owns the rest: the HTTP requests to the agent
+//! ([`link`]), the thread records in the store ([`thread`]), and the run's continuation across
+//! turns ([`driver`]).
 //!
 //! One run:
 //! 1. The response starts at once with `RUN_STARTED` (`aap.early_run_started`); everything
 //!    below happens inside the stream, so any failure is a `RUN_ERROR` after it.
-//! 2. The thread's record is leased (one run per thread at a time) and the run is planned.
+//! 2. The thread is marked running in the store (one run per thread at a time), its record
+//!    read, and the run planned.
 //! 3. `GET /meta` (cached per base URL; refetched when the agent is not listed): version 3 or
 //!    `AAP_VERSION_UNSUPPORTED`; the agent; its stream modes and image support.
 //! 4. A session is created when the thread has none, or when the history diverged (logged).
@@ -14,230 +17,49 @@
 //!    session) recreates the session from the client's history and retries once.
 //! 6. At each stop the [`Driver`] decides: the user's messages after an answers turn that ended
 //!    `end_turn`; the gateway's own answers for a client that cannot be asked (A3); or the end.
-//! 7. The record is saved after every accepted turn and when the stream ends.
+//! 7. The record is saved after every accepted turn, and by the thread's committer task when
+//!    the stream ends (the stream's last frame waits for it).
 
+mod driver;
+mod link;
 pub mod planner;
+mod thread;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use dashmap::DashMap;
-use http::{header, HeaderMap, HeaderValue, Method, Response, Uri};
-use http_body_util::{BodyExt, Either, Full};
+use http::{header, HeaderMap, HeaderValue, Response};
+use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
-use crate::config::aap_client::{StreamChoice, Unconfirmable};
-use crate::config::{AapUpstream, Route, Upstream};
-use crate::dialect::aap::read::{AapCall, Hitl, ReadOptions};
+use crate::config::aap_client::StreamChoice;
+use crate::config::{Route, Upstream};
+use crate::dialect::aap::read::ReadOptions;
 use crate::dialect::aap::types::{
-    AapMessage, AgentConfig, AgentOverrides, CreateSession, StopReason, StreamMode, TurnRequest,
+    AapMessage, AgentConfig, AgentOverrides, CreateSession, StreamMode, TurnRequest,
 };
-use crate::dialect::aap::PROTOCOL_VERSION;
+use crate::dialect::aap::AapReader;
 use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
+use crate::http::body::{OpenFuture, Source, UpstreamBody};
+use crate::http::headers::upstream_request_headers;
+use crate::http::relay::Relay;
+use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::server::{
-    read_json, upstream_headers, Continuation, Gateway, Next, OpenFuture, ResponseBody,
-    UpstreamBody, UpstreamClient,
-};
-use crate::session::{PendingCall, ThreadRecord};
-use crate::session::{Store, StoreError, ThreadLease};
+use crate::session::{Store, StoreError, ThreadRecord};
 use crate::sse::Framing;
-use planner::{plan, resolve_hitl, ImageCaps, PlanOptions, RunPlan, SessionPlan};
-
-/// The most a `/meta` or `POST /sessions` response may weigh.
-const JSON_LIMIT: usize = 1 << 20;
-/// Permission turns the gateway answers on its own within one run (A3), at most.
-const MAX_AUTO_TURNS: usize = 8;
-
-/// What an AAP agent declares that the gateway needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentEntry {
-    pub name: String,
-    pub delta: bool,
-    pub message: bool,
-    pub images: ImageCaps,
-}
-
-/// `GET /meta` answers, per base URL.
-#[derive(Debug, Default)]
-pub struct Directory {
-    agents: DashMap<String, Arc<Vec<AgentEntry>>>,
-}
-
-/// Reads a `/meta` answer; refuses any version but 3.
-fn agents_of(meta: &Value) -> Result<Vec<AgentEntry>, Failure> {
-    let version = meta.get("version").and_then(Value::as_u64);
-    if version != Some(u64::from(PROTOCOL_VERSION)) {
-        let seen = meta
-            .get("version")
-            .map_or_else(|| "no version".to_owned(), Value::to_string);
-        return Err(Failure::new(
-            ErrorCode::AapVersionUnsupported,
-            format!("the AAP upstream speaks protocol version {seen}; this gateway speaks version {PROTOCOL_VERSION} only"),
-        ));
-    }
-    let flag = |v: &Value, group: &str, key: &str| {
-        v.get("capabilities")
-            .and_then(|c| c.get(group))
-            .and_then(|g| g.get(key))
-            .is_some()
-    };
-    Ok(meta
-        .get("agents")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|a| {
-            Some(AgentEntry {
-                name: a.get("name")?.as_str()?.to_owned(),
-                delta: flag(a, "stream", "delta"),
-                message: flag(a, "stream", "message"),
-                images: ImageCaps {
-                    http: flag(a, "image", "http"),
-                    data: flag(a, "image", "data"),
-                },
-            })
-        })
-        .collect())
-}
-
-/// The requests of one route toward its AAP agent.
-#[derive(Clone)]
-struct Link {
-    client: UpstreamClient,
-    base: String,
-    headers: HeaderMap,
-    headers_timeout: std::time::Duration,
-    directory: Arc<Directory>,
-}
-
-impl Link {
-    fn uri(&self, path: &str) -> Result<Uri, Failure> {
-        format!("{}{path}", self.base).parse().map_err(|e| {
-            Failure::new(
-                ErrorCode::UpstreamUnavailable,
-                format!("{}{path} is not a valid URL: {e}", self.base),
-            )
-        })
-    }
-
-    async fn json(&self, method: Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
-        let mut headers = self.headers.clone();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        let response = self
-            .client
-            .send(
-                method,
-                &self.uri(path)?,
-                headers,
-                body,
-                self.headers_timeout,
-            )
-            .await?;
-        read_json(response.into_body(), JSON_LIMIT, self.headers_timeout, path).await
-    }
-
-    /// The agents the upstream lists; fetched on first use, and again when `wanted` is not
-    /// among them.
-    async fn agents(&self, wanted: Option<&str>) -> Result<Arc<Vec<AgentEntry>>, Failure> {
-        if let Some(known) = self.directory.agents.get(&self.base) {
-            if wanted.is_none_or(|w| known.iter().any(|a| a.name == w)) {
-                return Ok(Arc::clone(&known));
-            }
-        }
-        let meta = self.json(Method::GET, "/meta", Vec::new()).await?;
-        let agents = Arc::new(agents_of(&meta)?);
-        tracing::debug!(agents = agents.len(), "AAP upstream described itself");
-        self.directory
-            .agents
-            .insert(self.base.clone(), Arc::clone(&agents));
-        Ok(agents)
-    }
-
-    async fn create_session(&self, create: &CreateSession) -> Result<String, Failure> {
-        let body = serde_json::to_vec(create).unwrap_or_default();
-        let answer = self.json(Method::POST, "/sessions", body).await?;
-        answer
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                Failure::new(
-                    ErrorCode::UpstreamMalformed,
-                    "the AAP upstream created a session without a sessionId",
-                )
-            })
-    }
-
-    async fn turn(
-        &self,
-        session_id: &str,
-        turn: &TurnRequest,
-    ) -> Result<(UpstreamBody, Framing), Failure> {
-        let mut headers = self.headers.clone();
-        if turn.stream.as_deref() == Some("none") {
-            headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        }
-        let uri = self.uri(&format!("/sessions/{session_id}/turns"))?;
-        let body = serde_json::to_vec(turn).unwrap_or_default();
-        let response = self
-            .client
-            .send(Method::POST, &uri, headers, body, self.headers_timeout)
-            .await?;
-        let json = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
-        let body = response
-            .into_body()
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            .boxed_unsync();
-        Ok((body, if json { Framing::Json } else { Framing::Sse }))
-    }
-}
-
-/// Which turn of the run is under way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    /// Tool results and permissions (or, without any, the user's messages).
-    First,
-    /// The user's messages after the answers' turn.
-    Users,
-    /// Permissions the gateway answered itself.
-    Auto(usize),
-}
-
-/// One run's state, shared by the request that opens the first turn and the [`Driver`].
-struct RunState {
-    key: String,
-    config: AapUpstream,
-    input: RunAgentInput,
-    lease: Option<ThreadLease>,
-    record: ThreadRecord,
-    plan: Option<RunPlan>,
-    stage: Stage,
-    mode: StreamMode,
-    /// Permissions answered for the client, kept for its next run when it also has results
-    /// to give (A3 with a mixed stop).
-    held: Vec<(String, bool)>,
-}
-
-type Shared = Arc<Mutex<RunState>>;
-
-fn lock(state: &Shared) -> std::sync::MutexGuard<'_, RunState> {
-    // A panic elsewhere cannot leave the state half-written in a way that matters more than
-    // ending the run; keep going with what is there.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::telemetry::metrics::Metrics;
+use driver::{lock, Driver, RunState, Shared, Stage};
+pub use link::Directory;
+use link::Link;
+use planner::{plan, resolve_hitl, PlanOptions, RunPlan, SessionPlan};
 
 /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP.
-pub(crate) async fn run(
-    gateway: &Gateway,
+pub(crate) fn run(
+    relay: &Relay,
+    store: Arc<dyn Store>,
+    directory: Arc<Directory>,
     route: &Route,
     client_headers: &HeaderMap,
     input: RunAgentInput,
@@ -250,18 +72,18 @@ pub(crate) async fn run(
             "the built-in demo agent speaks AG-UI, not AAP",
         ));
     };
-    let mut headers = upstream_headers(client_headers);
+    let mut headers = upstream_request_headers(client_headers);
     if let Some(key) = &config.api_key {
         if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
             headers.insert(header::AUTHORIZATION, value);
         }
     }
     let link = Link {
-        client: gateway.client(route),
+        client: relay.client(route),
         base: base.to_string().trim_end_matches('/').to_owned(),
         headers,
         headers_timeout: route.limits.headers_timeout,
-        directory: Arc::clone(gateway.aap_directory()),
+        directory,
     };
     let hitl = resolve_hitl(
         config.hitl,
@@ -269,24 +91,27 @@ pub(crate) async fn run(
         &input,
         route.client == Dialect::AgUi,
     );
-    let mut spec = gateway.pipeline_spec(route, &input, Framing::Sse);
-    spec.aap_read = ReadOptions {
-        client_tools: input
-            .tools
-            .iter()
-            .map(|t| t.name.clone())
-            .filter(|n| *n != config.confirm_tool)
-            .collect(),
-        hitl,
-        limit_stops: config.limit_stops,
-    };
-    let pipeline =
-        Pipeline::new(spec).map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
+    let options = relay.pipeline_options(route, &input, Framing::Sse);
+    let reader = AapReader::new(
+        &options.ids,
+        ReadOptions {
+            client_tools: input
+                .tools
+                .iter()
+                .map(|t| t.name.clone())
+                .filter(|n| *n != config.confirm_tool)
+                .collect(),
+            hitl,
+            limit_stops: config.limit_stops,
+        },
+    );
+    let writer = route.client.writer(&relay.codecs(route, &input));
+    let pipeline = Pipeline::from_parts(reader, writer, options);
     let state: Shared = Arc::new(Mutex::new(RunState {
         key: format!("{}\u{1f}{}", route.path, input.thread_id),
         config,
         input,
-        lease: None,
+        thread: None,
         record: ThreadRecord::default(),
         plan: None,
         stage: Stage::First,
@@ -295,24 +120,24 @@ pub(crate) async fn run(
     }));
     let open: OpenFuture = Box::pin(first_turn(
         link.clone(),
-        Arc::clone(gateway.store()),
+        store,
+        Arc::clone(relay.metrics()),
         Arc::clone(&state),
     ));
-    let driver = Box::new(Driver { link, state });
-    let body = gateway.deferred_body(route, open, driver, pipeline, span);
-    let mut response = Response::new(Either::Left(body));
-    crate::server::sse_headers(response.headers_mut());
-    Ok(response)
+    let driver = Driver { link, state };
+    let body = relay.body(route, Source::Opening(open), pipeline, driver, span);
+    Ok(event_stream(body))
 }
 
 /// Steps 2–5 of the module docs.
 async fn first_turn(
     link: Link,
     store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
     state: Shared,
 ) -> Result<(UpstreamBody, Framing), Failure> {
     let key = lock(&state).key.clone();
-    let (lease, record) = ThreadLease::begin(store, key).map_err(|e| match e {
+    let record = store.begin_thread(&key).await.map_err(|e| match e {
         StoreError::Busy => Failure::new(
             ErrorCode::TurnInProgress,
             "another run of this thread is still talking to the agent; retry when it ends",
@@ -320,7 +145,16 @@ async fn first_turn(
         StoreError::Full(_) | StoreError::NotFound => {
             Failure::new(ErrorCode::SessionLimit, e.to_string())
         }
+        StoreError::Timeout(_) | StoreError::Unavailable(_) => {
+            Failure::new(ErrorCode::StoreUnavailable, e.to_string())
+        }
     })?;
+    // From here on a task owns the end of the thread's mark; the stream reports to it.
+    lock(&state).thread = Some(thread::spawn(
+        Arc::clone(&store),
+        key.clone(),
+        Arc::clone(&metrics),
+    ));
     let (config, input) = {
         let s = lock(&state);
         (s.config.clone(), s.input.clone())
@@ -380,8 +214,6 @@ async fn first_turn(
         let body = Full::new(stop)
             .map_err(|never| match never {})
             .boxed_unsync();
-        let mut s = lock(&state);
-        s.lease = Some(lease);
         return Ok((body, Framing::Sse));
     }
     let create = |seed: Vec<AapMessage>| CreateSession {
@@ -465,11 +297,8 @@ async fn first_turn(
     record.server_tools = plan.server_tools.clone();
     record.options = plan.options.clone();
     record.pending.clear();
-    if let Err(e) = lease.save(record.clone()) {
-        tracing::warn!(error = %e, "could not save the thread's record");
-    }
+    thread::save(store.as_ref(), &key, record.clone(), &metrics).await;
     let mut s = lock(&state);
-    s.lease = Some(lease);
     s.record = record;
     s.stage = if users_now {
         Stage::Users
@@ -492,155 +321,5 @@ fn changes(plan: &RunPlan, turn: &mut TurnRequest) {
     };
     if agent.tools.is_some() || agent.options.is_some() {
         turn.agent = Some(agent);
-    }
-}
-
-/// Decides what follows each turn, and saves the record when the run ends.
-struct Driver {
-    link: Link,
-    state: Shared,
-}
-
-impl Driver {
-    /// A further turn on the run's session.
-    fn follow(&self, messages: Vec<AapMessage>) -> Next {
-        let (session_id, mode) = {
-            let s = lock(&self.state);
-            (s.record.session_id.clone(), s.mode)
-        };
-        let link = self.link.clone();
-        let turn = TurnRequest {
-            agent: None,
-            stream: Some(mode.as_str().to_owned()),
-            messages,
-            tools: None,
-        };
-        Next::Open(Box::pin(async move {
-            link.turn(&session_id, &turn).await.map_err(|f| {
-                if f.code == ErrorCode::UpstreamHttp(404) {
-                    Failure::new(
-                        ErrorCode::AapSessionNotFound,
-                        format!("the AAP agent lost session {session_id} in the middle of a run"),
-                    )
-                } else {
-                    f
-                }
-            })
-        }))
-    }
-}
-
-impl Continuation for Driver {
-    fn after_turn(&mut self, pipeline: &mut Pipeline) -> Next {
-        let Some(stop) = pipeline.turn_stop().cloned() else {
-            return Next::End;
-        };
-        let options = pipeline
-            .aap_reader()
-            .map(|r| r.options().clone())
-            .unwrap_or_default();
-        let mut s = lock(&self.state);
-        if stop.reason == StopReason::EndTurn && s.stage == Stage::First {
-            let users = s.plan.as_ref().map(|p| p.users.clone()).unwrap_or_default();
-            if !users.is_empty() {
-                let ids = s
-                    .plan
-                    .as_ref()
-                    .map(|p| p.user_ids.clone())
-                    .unwrap_or_default();
-                s.record.forwarded.extend(ids);
-                s.stage = Stage::Users;
-                drop(s);
-                return self.follow(users);
-            }
-        }
-        if stop.reason != StopReason::ToolUse || options.hitl != Hitl::Unconfirmable {
-            return Next::End;
-        }
-        let (permissions, client): (Vec<&AapCall>, Vec<&AapCall>) =
-            stop.unresolved.iter().partition(|c| !c.is_client(&options));
-        if permissions.is_empty() {
-            return Next::End;
-        }
-        let granted = match s.config.unconfirmable {
-            Unconfirmable::Error => {
-                let names: Vec<&str> = permissions.iter().map(|c| c.name.as_str()).collect();
-                return Next::Fail(Failure::new(
-                    ErrorCode::ConfirmationUnavailable,
-                    format!(
-                        "the agent needs permission to run {} and this client cannot be asked (declare the confirm tool, or send protocolVersion 1.0 for interrupts)",
-                        names.join(", ")
-                    ),
-                ));
-            }
-            Unconfirmable::Deny => false,
-            Unconfirmable::Grant => true,
-        };
-        let auto = match s.stage {
-            Stage::Auto(n) => n + 1,
-            _ => 1,
-        };
-        if !client.is_empty() || auto > MAX_AUTO_TURNS {
-            // The client still owes results: the verdicts wait for them.
-            s.held = permissions
-                .iter()
-                .map(|c| (c.id.clone(), granted))
-                .collect();
-            return Next::End;
-        }
-        tracing::info!(
-            granted,
-            calls = permissions.len(),
-            "the client cannot be asked for permission; the gateway answers (unconfirmable)"
-        );
-        let answers = permissions
-            .iter()
-            .map(|c| AapMessage::ToolPermission {
-                tool_call_id: c.id.clone(),
-                granted,
-                reason: (!granted).then(|| "the user could not be asked for permission".to_owned()),
-            })
-            .collect();
-        s.stage = Stage::Auto(auto);
-        drop(s);
-        self.follow(answers)
-    }
-
-    fn ended(&mut self, pipeline: &mut Pipeline) {
-        let mut s = lock(&self.state);
-        let Some(lease) = s.lease.take() else {
-            return;
-        };
-        let Some(reader) = pipeline.aap_reader() else {
-            return;
-        };
-        // What the agent produced counts as seen once its turn stopped; a cut turn leaves the
-        // record as the accepted input made it.
-        if let Some(stop) = reader.final_stop() {
-            let options = reader.options().clone();
-            s.record.forwarded.extend(reader.outputs().iter().cloned());
-            s.record.pending = if stop.reason == StopReason::ToolUse {
-                stop.unresolved
-                    .iter()
-                    .map(|c| PendingCall {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        client: c.is_client(&options),
-                        held: s
-                            .held
-                            .iter()
-                            .find(|(id, _)| *id == c.id)
-                            .map(|(_, g)| (*g, None)),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-        }
-        if !s.record.session_id.is_empty() {
-            if let Err(e) = lease.save(s.record.clone()) {
-                tracing::warn!(error = %e, "could not save the thread's record");
-            }
-        }
     }
 }

@@ -11,27 +11,31 @@
 //! | `POST /sessions/:id/turns` | [`turn`] |
 //!
 //! Every error is `{"error": "<text>"}` with a 4xx naming the field, or a 5xx only for the
-//! upstream's failures (`502` in `none` mode). When any agent of the face has API keys, every
-//! endpoint needs `Authorization: Bearer <key>` (401 otherwise).
+//! upstream's failures (`502` in `none` mode); handlers return a [`Refusal`] and the server
+//! renders it. When any agent of the face has API keys, every endpoint needs
+//! `Authorization: Bearer <key>` (401 otherwise).
+//!
+//! The face owns its state: sessions live in the store it is handed, a turn's run is a
+//! pipeline it builds with the AAP writer, and the turn is written back by a committer task
+//! ([`commit`]) once the stream reports its end.
 
+mod commit;
 mod sessions;
 mod turn;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http::{header, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::types::{AgentInfo, Capabilities, Meta};
 use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
-use crate::server::{Gateway, ResponseBody};
-use crate::session::Store;
+use crate::http::relay::Relay;
+use crate::http::response::{json as json_response, Refusal, ResponseBody};
+use crate::session::{Store, StoreError};
 
 /// One AAP face: the routes (agents) sharing a path prefix.
 pub(crate) struct Face<'a> {
@@ -41,17 +45,15 @@ pub(crate) struct Face<'a> {
 }
 
 impl<'a> Face<'a> {
-    /// The face `route` belongs to.
-    pub(crate) fn of(gateway: &'a Gateway, route: &'a Route) -> Face<'a> {
+    /// The face `route` belongs to, among `routes`.
+    pub(crate) fn of(routes: &'a [Route], route: &'a Route, store: &'a Arc<dyn Store>) -> Face<'a> {
         Face {
             prefix: route.path.trim_end_matches('/'),
-            routes: gateway
-                .config()
-                .routes
+            routes: routes
                 .iter()
                 .filter(|r| r.aap.is_some() && r.path == route.path)
                 .collect(),
-            store: gateway.store(),
+            store,
         }
     }
 
@@ -63,12 +65,14 @@ impl<'a> Face<'a> {
     }
 
     /// The configuration of session `id`, when this face holds it (404 otherwise).
-    pub(crate) fn session_config(
+    pub(crate) async fn session_config(
         &self,
         id: &str,
     ) -> Result<crate::session::SessionConfig, Failure> {
         self.store
             .config(id)
+            .await
+            .map_err(store_failure)?
             .filter(|c| c.face == self.prefix)
             .ok_or_else(|| no_session(id))
     }
@@ -83,12 +87,11 @@ impl<'a> Face<'a> {
 
 /// Serves one request addressed to the face of `route`.
 pub(crate) async fn handle(
-    gateway: &Gateway,
-    route: &Route,
+    face: &Face<'_>,
+    relay: &Relay,
     request: Request<Incoming>,
-) -> Result<Response<ResponseBody>, Failure> {
-    let face = Face::of(gateway, route);
-    authorize(&face, request.headers())?;
+) -> Result<Response<ResponseBody>, Refusal> {
+    authorize(face, request.headers())?;
     let path = request.uri().path();
     let rest = path
         .strip_prefix(face.prefix)
@@ -104,36 +107,35 @@ pub(crate) async fn handle(
         ["sessions", _, "history"] => "GET",
         ["sessions", _, "turns"] => "POST",
         _ => {
-            return Err(Failure::new(
-                ErrorCode::NotFound,
-                format!("no AAP endpoint at {path}"),
-            ))
+            return Err(
+                Failure::new(ErrorCode::NotFound, format!("no AAP endpoint at {path}")).into(),
+            )
         }
     };
-    match (segments.as_slice(), &method) {
-        (["meta"], &Method::GET) => Ok(json_response(StatusCode::OK, &meta(&face))),
-        (["sessions"], &Method::GET) => sessions::list(&face, request.uri().query()),
-        (["sessions"], &Method::POST) => sessions::create(&face, request).await,
-        (["sessions", id], &Method::GET) => sessions::get(&face, id),
-        (["sessions", id], &Method::DELETE) => sessions::delete(&face, id),
+    let answered = match (segments.as_slice(), &method) {
+        (["meta"], &Method::GET) => Ok(json_response(StatusCode::OK, &meta(face))),
+        (["sessions"], &Method::GET) => sessions::list(face, request.uri().query()).await,
+        (["sessions"], &Method::POST) => sessions::create(face, request).await,
+        (["sessions", id], &Method::GET) => sessions::get(face, id).await,
+        (["sessions", id], &Method::DELETE) => sessions::delete(face, id).await,
         (["sessions", id, "history"], &Method::GET) => {
-            sessions::history(&face, id, request.uri().query())
+            sessions::history(face, id, request.uri().query()).await
         }
         (["sessions", id, "turns"], &Method::POST) => {
             let id = (*id).to_owned();
-            turn::turn(gateway, &face, &id, request).await
+            turn::turn(relay, face, &id, request).await
         }
         _ => {
-            let mut response = error_response(&Failure::new(
-                ErrorCode::MethodNotAllowed,
-                format!("{method} is not allowed on {path} (allowed: {allowed})"),
-            ));
-            response
-                .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static(allowed));
-            Ok(response)
+            return Err(Refusal {
+                failure: Failure::new(
+                    ErrorCode::MethodNotAllowed,
+                    format!("{method} is not allowed on {path} (allowed: {allowed})"),
+                ),
+                allow: Some(allowed),
+            })
         }
-    }
+    };
+    Ok(answered?)
 }
 
 /// 401 unless the face has no keys or the request carries one of them.
@@ -202,35 +204,6 @@ fn meta(face: &Face<'_>) -> Meta {
     }
 }
 
-/// A JSON response.
-pub(crate) fn json_response<T: Serialize + ?Sized>(
-    status: StatusCode,
-    body: &T,
-) -> Response<ResponseBody> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(bytes))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-/// An AAP error: the code's status, body `{"error": "<message>"}`.
-pub(crate) fn error_response(failure: &Failure) -> Response<ResponseBody> {
-    let mut response = json_response(
-        failure.code.http_status(),
-        &json!({ "error": failure.message }),
-    );
-    if failure.code == ErrorCode::Unauthorized {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
-    response
-}
-
 /// Parses a JSON body into `T`, naming the field that does not fit.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Failure> {
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -256,4 +229,15 @@ pub(crate) fn invalid(field: impl std::fmt::Display, problem: impl std::fmt::Dis
 /// 404 for a session this face does not hold.
 pub(crate) fn no_session(id: &str) -> Failure {
     Failure::new(ErrorCode::NotFound, format!("session {id:?} not found"))
+}
+
+/// A store failure as the client sees it.
+pub(crate) fn store_failure(error: StoreError) -> Failure {
+    let code = match error {
+        StoreError::NotFound => ErrorCode::NotFound,
+        StoreError::Busy => ErrorCode::TurnInProgress,
+        StoreError::Full(_) => ErrorCode::SessionLimit,
+        StoreError::Timeout(_) | StoreError::Unavailable(_) => ErrorCode::StoreUnavailable,
+    };
+    Failure::new(code, error.to_string())
 }

@@ -6,7 +6,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
-use super::{invalid, json_response, no_session, parse_body, Face};
+use super::{invalid, no_session, parse_body, store_failure, Face};
 use crate::config::AapAgent;
 use crate::dialect::aap::call_view;
 use crate::dialect::aap::history::{history_from_aap, to_aap};
@@ -15,8 +15,9 @@ use crate::dialect::aap::types::{
 };
 use crate::error::{ErrorCode, Failure};
 use crate::event::history_bytes;
-use crate::server::ResponseBody;
-use crate::session::{new_session_id, Session, SessionConfig, StoreError};
+use crate::http::request_body::read_body;
+use crate::http::response::{full, json as json_response, ResponseBody};
+use crate::session::{new_session_id, Session, SessionConfig};
 
 /// What `GET` shows instead of a secret option's value; sent back, it means "unchanged".
 pub(crate) use crate::dialect::aap::REDACTED;
@@ -32,7 +33,7 @@ pub(super) async fn create(
         .map(|r| r.limits.max_request_bytes)
         .max()
         .unwrap_or(crate::config::DEFAULT_MAX_REQUEST_BYTES);
-    let body = crate::server::read_body(request.into_body(), limit).await?;
+    let body = read_body(request.into_body(), limit).await?;
     let create: CreateSession = parse_body(&body)?;
     let Some((_, agent)) = face.agent(&create.agent.name) else {
         return Err(Failure::new(
@@ -79,6 +80,7 @@ pub(super) async fn create(
             history,
             ..Session::default()
         })
+        .await
         .map_err(store_failure)?;
     tracing::info!(session_id = %id, agent = %agent.name, "session created");
     Ok(json_response(
@@ -88,13 +90,17 @@ pub(super) async fn create(
 }
 
 /// `GET /sessions?after=` → `{sessions, next?}`, in session id order.
-pub(super) fn list(
+pub(super) async fn list(
     face: &Face<'_>,
     query: Option<&str>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let after = query_param(query, "after");
     let page = face.store.limits().page_size;
-    let (sessions, more) = face.store.list(face.prefix, after, page);
+    let (sessions, more) = face
+        .store
+        .list(face.prefix, after, page)
+        .await
+        .map_err(store_failure)?;
     let next = more
         .then(|| sessions.last().map(|s| s.id.clone()))
         .flatten();
@@ -107,32 +113,28 @@ pub(super) fn list(
 }
 
 /// `GET /sessions/:id` → `SessionInfo`, secrets redacted.
-pub(super) fn get(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
-    let session = find(face, id)?;
+pub(super) async fn get(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
+    let session = find(face, id).await?;
     Ok(json_response(StatusCode::OK, &info(face, &session)))
 }
 
 /// `DELETE /sessions/:id` → 204.
-pub(super) fn delete(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
-    face.session_config(id)?;
-    if !face.store.delete(id) {
+pub(super) async fn delete(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
+    face.session_config(id).await?;
+    if !face.store.delete(id).await.map_err(store_failure)? {
         return Err(no_session(id));
     }
     tracing::info!(session_id = %id, "session deleted");
-    let mut response = json_response(StatusCode::NO_CONTENT, &());
-    *response.body_mut() =
-        http_body_util::Either::Right(http_body_util::Full::new(bytes::Bytes::new()));
-    response.headers_mut().remove(http::header::CONTENT_TYPE);
-    Ok(response)
+    Ok(full(StatusCode::NO_CONTENT, None, bytes::Bytes::new()))
 }
 
 /// `GET /sessions/:id/history?type=full|compacted`: both are the whole transcript.
-pub(super) fn history(
+pub(super) async fn history(
     face: &Face<'_>,
     id: &str,
     query: Option<&str>,
 ) -> Result<Response<ResponseBody>, Failure> {
-    let session = find(face, id)?;
+    let session = find(face, id).await?;
     let kind = match query_param(query, "type") {
         None => {
             return Err(invalid(
@@ -167,20 +169,13 @@ pub(super) fn history(
 }
 
 /// The session `id` if this face holds it.
-fn find(face: &Face<'_>, id: &str) -> Result<Session, Failure> {
+async fn find(face: &Face<'_>, id: &str) -> Result<Session, Failure> {
     face.store
         .get(id)
+        .await
+        .map_err(store_failure)?
         .filter(|s| s.config.face == face.prefix)
         .ok_or_else(|| no_session(id))
-}
-
-pub(super) fn store_failure(error: StoreError) -> Failure {
-    let code = match error {
-        StoreError::NotFound => ErrorCode::NotFound,
-        StoreError::Busy => ErrorCode::TurnInProgress,
-        StoreError::Full(_) => ErrorCode::SessionLimit,
-    };
-    Failure::new(code, error.to_string())
 }
 
 /// A session as `GET` shows it: secret option values replaced by [`REDACTED`].

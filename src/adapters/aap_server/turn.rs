@@ -9,22 +9,27 @@
 //!    `forwardedProps.aap`, and `resume` for interrupts.
 //! 5. Run the upstream through the pipeline with the AAP writer; stream (`delta`, `message`) or
 //!    answer JSON (`none`).
-//! 6. Commit when the stream ends, however it ends (see [`commit`]).
+//! 6. Commit when the stream ends, however it ends, by the turn's committer task
+//!    (`super::commit`), which holds the session's running mark from step 1 on.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Either, Full};
+use http::{header, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
-use super::sessions::{client_tools, merge_options, server_tools, store_failure};
-use super::{error_response, invalid, parse_body, Face};
+use super::commit::{self, Ended, Reporter, TurnOwner};
+use super::sessions::{client_tools, merge_options, server_tools};
+use super::{invalid, parse_body, store_failure, Face};
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::history::{content_from_aap, tool_message};
-use crate::dialect::aap::types::{AapMessage, OptionKind, StopReason, StreamMode, TurnRequest};
-use crate::dialect::aap::{is_synthetic, Pending, PendingKind, TurnOptions, TURN_START_FRAME};
+use crate::dialect::aap::transcript::Transcript;
+use crate::dialect::aap::types::{AapMessage, OptionKind, StreamMode, TurnRequest};
+use crate::dialect::aap::{
+    is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TURN_START_FRAME,
+};
 use crate::dialect::confirm::permission_resume;
 use crate::error::{ErrorCode, Failure};
 use crate::event::IdMint;
@@ -32,10 +37,12 @@ use crate::event::{history_bytes, remove_calls};
 use crate::event::{
     Message, MessageContent, ResumeEntry, RunAgentInput, Tool, UserMessage, PROTOCOL_VERSION,
 };
-use crate::pipeline::AapTurn;
+use crate::http::body::Source;
+use crate::http::relay::Relay;
+use crate::http::request_body::read_body;
+use crate::http::response::{event_stream, full, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::server::{Gateway, ResponseBody};
-use crate::session::{Session, SessionConfig, TurnCommit, TurnLease};
+use crate::session::{Session, SessionConfig};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
 /// optional fields that let the agent name the tool it asks about.
@@ -58,13 +65,13 @@ fn confirm_tool(name: &str) -> Tool {
 }
 
 pub(super) async fn turn(
-    gateway: &Gateway,
+    relay: &Relay,
     face: &Face<'_>,
     id: &str,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let (parts, body) = request.into_parts();
-    let config = face.session_config(id)?;
+    let config = face.session_config(id).await?;
     let (route, agent) = face.agent(&config.agent).ok_or_else(|| {
         Failure::new(
             ErrorCode::NotFound,
@@ -74,21 +81,29 @@ pub(super) async fn turn(
             ),
         )
     })?;
-    let body = crate::server::read_body(body, route.limits.max_request_bytes).await?;
+    let body = read_body(body, route.limits.max_request_bytes).await?;
     let turn: TurnRequest = parse_body(&body)?;
     if turn.messages.is_empty() {
         return Err(invalid("messages", "a turn needs at least one message"));
     }
-    let (lease, session) = TurnLease::begin(Arc::clone(face.store), id).map_err(store_failure)?;
+    let session = face.store.begin_turn(id).await.map_err(store_failure)?;
+    // From here on the committer owns the session's running mark: a refusal below closes
+    // `reporter` and waits for the committer to end the mark with the session unchanged.
+    let (reporter, committer) = commit::spawn(
+        Arc::clone(face.store),
+        id.to_owned(),
+        Arc::clone(relay.metrics()),
+    );
     let mode = StreamMode::from_wire(turn.stream.as_deref());
     let run_id = uuid::Uuid::new_v4().to_string();
-    let prepared = prepare(
-        agent,
-        session,
-        turn,
-        &run_id,
-        face.store.limits().max_history_bytes,
-    )?;
+    let max_history_bytes = face.store.limits().max_history_bytes;
+    let prepared = match prepare(agent, session, turn, &run_id, max_history_bytes) {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            reporter.close(committer).await;
+            return Err(failure);
+        }
+    };
     let span = tracing::info_span!(
         "turn",
         session_id = %id,
@@ -96,7 +111,21 @@ pub(super) async fn turn(
         run_id = %run_id,
         stream = mode.as_str(),
     );
-    run(gateway, route, &parts.headers, prepared, lease, mode, span).await
+    let turn = Turn {
+        prepared,
+        reporter,
+        committer,
+        mode,
+    };
+    run(relay, route, &parts.headers, turn, span).await
+}
+
+/// A turn whose session is marked running, with the committer that will end the mark.
+struct Turn {
+    prepared: Prepared,
+    reporter: Reporter,
+    committer: tokio::task::JoinHandle<Ended>,
+    mode: StreamMode,
 }
 
 /// A turn ready to run.
@@ -365,14 +394,18 @@ fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
 
 /// Step 5: the upstream, the pipeline, the response.
 async fn run(
-    gateway: &Gateway,
+    relay: &Relay,
     route: &Route,
     client_headers: &http::HeaderMap,
-    prepared: Prepared,
-    lease: TurnLease,
-    mode: StreamMode,
+    turn: Turn,
     span: tracing::Span,
 ) -> Result<Response<ResponseBody>, Failure> {
+    let Turn {
+        prepared,
+        reporter,
+        committer,
+        mode,
+    } = turn;
     let Prepared {
         mut input,
         history,
@@ -387,68 +420,51 @@ async fn run(
         headers.remove(header::AUTHORIZATION);
     }
     span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
-    let opened = gateway.open_upstream(route, &headers, &input).await;
+    let opened = relay.open(route, &headers, &input).await;
     let (upstream, framing) = match opened {
         Ok(opened) => opened,
         Err(failure) => {
-            // Nothing ran: the session is left as it was (the lease drops), so the client may
-            // send the same turn again.
+            // Nothing ran: the session is left as it was (the reporter closes), so the client
+            // may send the same turn again.
             let _entered = span.enter();
             tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused the turn");
+            drop(_entered);
+            reporter.close(committer).await;
             return match mode {
                 StreamMode::None => Err(Failure::new(failure.code, failure.message)),
                 _ => Ok(failed_stream()),
             };
         }
     };
-    let mut spec = gateway.pipeline_spec(route, &input, framing);
+    let codecs = relay.codecs(route, &input);
+    let options = relay.pipeline_options(route, &input, framing);
+    let reader = route
+        .upstream_dialect
+        .reader(&options.ids, framing, &codecs);
     let history = history.unwrap_or_else(|| std::mem::take(&mut input.messages));
-    spec.aap = AapTurn {
-        options: TurnOptions {
+    let writer = AapWriter::new(
+        TurnOptions {
             mode,
             client_tools,
             confirm_tool,
         },
-        history,
-        state: input.state.take(),
-        budget,
-    };
-    let pipeline =
-        Pipeline::new(spec).map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
-    let outcome = Arc::new(Mutex::new(None));
-    let hook_outcome = Arc::clone(&outcome);
-    let hook_span = span.clone();
-    let body = gateway
-        .translating_body(route, upstream, pipeline, span)
-        .on_end(Box::new(move |pipeline| {
-            let _entered = hook_span.enter();
-            let ended = commit(pipeline, lease, config);
-            if let Ok(mut slot) = hook_outcome.lock() {
-                *slot = Some(ended);
-            }
-        }));
+        Transcript::new(history, input.state.take(), budget),
+    );
+    let pipeline = Pipeline::from_parts(reader, writer, options);
+    let owner = TurnOwner::new(reporter, config);
+    let body = relay.body(route, Source::Body(upstream), pipeline, owner, span);
     if mode != StreamMode::None {
-        let mut response = Response::new(Either::Left(body));
-        crate::server::sse_headers(response.headers_mut());
-        return Ok(response);
+        return Ok(event_stream(body));
     }
-    let collected = body.quiet().collect().await;
+    let collected = body.collect().await;
     let bytes = match collected {
         Ok(c) => c.to_bytes(),
         Err(never) => match never {},
     };
-    let ended = outcome.lock().ok().and_then(|mut o| o.take());
-    match ended {
-        Some(Ended::NothingRan(failure)) => Ok(error_response(&failure)),
-        _ => {
-            let mut response = Response::new(Either::Right(Full::new(bytes)));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            *response.status_mut() = StatusCode::OK;
-            Ok(response)
-        }
+    // The answer waits for the committer, so the session holds the turn once the client has it.
+    match committer.await {
+        Ok(Ended::NothingRan(failure)) => Err(failure),
+        _ => Ok(full(StatusCode::OK, Some("application/json"), bytes)),
     }
 }
 
@@ -456,65 +472,5 @@ async fn run(
 fn failed_stream() -> Response<ResponseBody> {
     let mut body = bytes::BytesMut::from(TURN_START_FRAME);
     body.extend_from_slice(b"event: turn_stop\ndata: {\"stopReason\":\"error\"}\n\n");
-    let body = body.freeze();
-    let mut response = Response::new(Either::Right(Full::new(body)));
-    crate::server::sse_headers(response.headers_mut());
-    response
-}
-
-/// How a turn ended, for the `none` response.
-enum Ended {
-    Committed,
-    /// The upstream failed before its first event; nothing was committed.
-    NothingRan(Failure),
-}
-
-/// Step 6: writes the turn back to the session.
-///
-/// - `tool_use`: everything the run produced, with the pending calls.
-/// - `end_turn`, `max_tokens`, `refusal`: everything, less calls left without a result.
-/// - an error, a cut stream or a client that left: the input and the completed tool rounds;
-///   the assistant step the failure interrupted is dropped, so the history never holds half an
-///   answer or a call without its stop, and the session takes the next turn.
-/// - a failure before the upstream's first event: nothing (the turn may be sent again).
-fn commit(pipeline: &mut Pipeline, lease: TurnLease, config: SessionConfig) -> Ended {
-    let events_in = pipeline.stats().events_in;
-    let failure = pipeline.failure();
-    let Some(writer) = pipeline.aap_mut() else {
-        return Ended::Committed;
-    };
-    let (mut transcript, stop) = writer.take();
-    let reason = stop.as_ref().map(|s| s.reason);
-    if events_in == 0 && reason.is_none_or(|r| r == StopReason::Error) {
-        let code = failure.unwrap_or(ErrorCode::UpstreamTruncated);
-        tracing::warn!(code = %code, "the upstream failed before its first event; the session is unchanged");
-        return Ended::NothingRan(Failure::new(
-            code,
-            format!("the agent failed before answering ({code}); the session is unchanged, the turn may be sent again"),
-        ));
-    }
-    let pending = match stop {
-        Some(stop) if stop.reason == StopReason::ToolUse => stop.pending,
-        Some(stop) if stop.reason != StopReason::Error => {
-            transcript.drop_unresolved_calls();
-            Vec::new()
-        }
-        _ => {
-            transcript.truncate_to_last_tool_round();
-            Vec::new()
-        }
-    };
-    tracing::info!(
-        stop = reason.map_or("none", StopReason::as_str),
-        pending = pending.len(),
-        "turn committed"
-    );
-    let (history, state) = transcript.into_parts();
-    lease.commit(TurnCommit {
-        config,
-        history,
-        state,
-        pending,
-    });
-    Ended::Committed
+    event_stream(Full::new(body.freeze()))
 }

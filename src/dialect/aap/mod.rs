@@ -16,10 +16,34 @@ pub mod transcript;
 pub mod types;
 mod write;
 
+pub use read::AapReader;
 pub use write::{
     call_view, is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TurnStop,
     INTERRUPT_CALL_PREFIX, TURN_START_FRAME,
 };
+
+/// A route's AAP options: how an AAP agent's turns are read, and how a run is written as an
+/// AAP client's turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AapOptions {
+    pub read: read::ReadOptions,
+    pub turn: TurnOptions,
+}
+
+impl Default for AapOptions {
+    fn default() -> Self {
+        AapOptions {
+            read: read::ReadOptions::default(),
+            turn: TurnOptions {
+                confirm_tool: crate::dialect::confirm::DEFAULT_TOOL.into(),
+                ..TurnOptions::default()
+            },
+        }
+    }
+}
+
+/// What one run may add to a transcript when nothing smaller is configured.
+pub const DEFAULT_TURN_BUDGET: usize = 64 << 20;
 
 /// What a secret option's value reads as (`aap.md` §6.4); sent back, it means "unchanged".
 pub const REDACTED: &str = "***";

@@ -730,6 +730,34 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
     Some((kind, delta?))
 }
 
+impl crate::dialect::codec::Reader for AapReader {
+    fn read(
+        &mut self,
+        event: &crate::sse::SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        AapReader::read(self, event, out, notes)
+    }
+
+    fn start(&mut self, out: &mut Vec<Event>) {
+        AapReader::start(self, out);
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        AapReader::finish(self, out);
+    }
+
+    fn at_handover(&self) -> bool {
+        self.stop().is_some()
+    }
+
+    fn next_response(&mut self, framing: crate::sse::Framing) {
+        self.next_turn();
+        self.set_json(framing == crate::sse::Framing::Json);
+    }
+}
+
 #[cfg(test)]
 #[path = "read_tests.rs"]
 mod tests;

@@ -348,9 +348,10 @@ impl Transcript {
             return;
         };
         let mut next = self.state.clone().unwrap_or(Value::Null);
-        match json_patch::patch(&mut next, &patch) {
-            Ok(()) => self.state = Some(next),
-            Err(error) => tracing::debug!(%error, "a state delta did not apply; the state is kept"),
+        // A delta that does not apply leaves the state as it was (the client keeps its own
+        // state the same way).
+        if json_patch::patch(&mut next, &patch).is_ok() {
+            self.state = Some(next);
         }
     }
 

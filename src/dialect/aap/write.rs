@@ -351,9 +351,9 @@ impl AapWriter {
         ];
         for event in events {
             // Synthetic and small: within any budget a run that got this far has left.
-            if let Err(error) = self.transcript.apply(&event) {
-                tracing::debug!(%error, "the transcript could not take a synthetic call");
-            }
+            // A synthetic call is tiny and its id new: the transcript always takes it.
+            let applied = self.transcript.apply(&event);
+            debug_assert!(applied.is_ok(), "the transcript refused a synthetic call");
         }
         self.transcript.set_call_metadata(&id, synthetic_marker());
         self.write_call(&id, out);
@@ -382,9 +382,9 @@ impl AapWriter {
                 stop_reason: stop.reason,
                 messages,
             };
-            if let Err(error) = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response) {
-                tracing::error!(%error, "could not encode an AAP turn response");
-            }
+            let encoded = serde_json::to_writer(bytes::BufMut::writer(&mut *out), &response);
+            // The wire types always serialise into memory.
+            debug_assert!(encoded.is_ok(), "could not encode an AAP turn response");
         }
         self.stop = Some(stop);
     }
@@ -536,8 +536,22 @@ fn write_delta(out: &mut BytesMut, event: &str, delta: &str) {
 }
 
 fn write_event<T: Serialize + ?Sized>(out: &mut BytesMut, event: &str, data: &T) {
-    if let Err(error) = sse::encode_json(out, Some(event), data) {
-        tracing::error!(%error, event, "could not encode an AAP event");
+    let encoded = sse::encode_json(out, Some(event), data);
+    // The wire types always serialise into memory.
+    debug_assert!(encoded.is_ok(), "could not encode an AAP {event} event");
+}
+
+impl crate::dialect::codec::Writer for AapWriter {
+    fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
+        AapWriter::write(self, event, out)
+    }
+
+    fn opening(&self) -> Option<&'static [u8]> {
+        AapWriter::opening(self)
+    }
+
+    fn is_stream(&self) -> bool {
+        self.options.mode != StreamMode::None
     }
 }
 

@@ -18,3 +18,13 @@ pub use options::ReaderOptions;
 pub use read::AguiReader;
 pub use request::{read_request, write_request, RequestProfile};
 pub use write::{AguiWriter, UnknownFields};
+
+/// A route's AG-UI options: the reader's repairs (also used by the HAI reader, which reads the
+/// events HAI shares with AG-UI through it), the writer's handling of unknown fields, and the
+/// shape of the request an AG-UI upstream receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AguiOptions {
+    pub reader: ReaderOptions,
+    pub unknown_fields: UnknownFields,
+    pub request_profile: RequestProfile,
+}

@@ -152,7 +152,6 @@ impl AguiReader {
                     *ty
                 }
                 None => {
-                    tracing::debug!(event_type = %spelled, "dropping an unknown upstream event type");
                     notes.push(Note::Dropped(DropKind::UnknownType));
                     return Ok(());
                 }
@@ -183,10 +182,7 @@ impl AguiReader {
         });
         match decoded {
             Ok(event) => self.emit(event, out),
-            Err(error) => {
-                tracing::debug!(event_type = ty.as_str(), %error, "dropping an invalid upstream event");
-                notes.push(Note::Dropped(DropKind::InvalidEvent));
-            }
+            Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
         }
         Ok(())
     }
@@ -516,6 +512,17 @@ fn fix_outcome(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut 
     if !keep {
         map.remove("outcome");
         notes.push(Note::Fixup(Rule::Outcome));
+    }
+}
+
+impl crate::dialect::codec::Reader for AguiReader {
+    fn read(
+        &mut self,
+        event: &crate::sse::SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        AguiReader::read(self, event, out, notes)
     }
 }
 

@@ -61,10 +61,10 @@ impl AguiWriter {
             }
             _ => {}
         }
-        if let Err(error) = sse::encode_json(out, None, &event) {
-            // Canonical types always serialise; this would be a model bug, not bad input.
-            tracing::error!(%error, event_type = event.event_type().as_str(), "could not encode an event");
-        }
+        let encoded = sse::encode_json(out, None, &event);
+        // Canonical types always serialise into memory (string keys only, and writing to a
+        // buffer cannot fail): a failure here is a model bug, which tests would show.
+        debug_assert!(encoded.is_ok(), "could not encode {event:?}");
     }
 
     fn fold_message(&self, message: &mut Message) {
@@ -137,6 +137,13 @@ fn fold_into(extra: Map<String, Value>, metadata: &mut Map<String, Value>) {
         _ => {
             metadata.insert("upstream".into(), Value::Object(extra));
         }
+    }
+}
+
+impl crate::dialect::codec::Writer for AguiWriter {
+    fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), crate::error::Failure> {
+        AguiWriter::write(self, event, out);
+        Ok(())
     }
 }
 

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::codec::{self, Output};
+use super::business::{self, Output};
 use super::{DeltaEncoding, METADATA_KEY};
 use crate::event::IdMint;
 use crate::event::Message;
@@ -79,7 +79,7 @@ fn decode_assistant(
 ) -> Option<Value> {
     let objects = match map.get("content") {
         Some(Value::String(raw)) => {
-            let objects = codec::split_objects(raw)?;
+            let objects = business::split_objects(raw)?;
             hai.insert("rawContent".into(), Value::String(raw.clone()));
             objects
         }
@@ -104,7 +104,7 @@ fn decode_assistant(
     );
     let (mut text, mut thinking, mut saw_thinking) = (String::new(), String::new(), false);
     for object in objects {
-        match codec::classify(object, tables) {
+        match business::classify(object, tables) {
             Output::Text(t, _) => text.push_str(&t),
             Output::Thinking(t, _) => {
                 saw_thinking = true;
@@ -245,10 +245,10 @@ fn assistant_content(
                 ("thinking", false.into()),
                 ("collapse", true.into()),
             ];
-            objects.push(codec::thinking_business(thinking, None, flags));
+            objects.push(business::thinking_business(thinking, None, flags));
         }
         if !text.is_empty() {
-            objects.push(codec::text_business(text, None));
+            objects.push(business::text_business(text, None));
         }
     }
     if objects.is_empty() {
@@ -257,7 +257,7 @@ fn assistant_content(
     Some(
         objects
             .into_iter()
-            .map(|o| codec::json_string(&Value::Object(o)))
+            .map(|o| business::json_string(&Value::Object(o)))
             .collect(),
     )
 }

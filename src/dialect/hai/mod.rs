@@ -1,7 +1,7 @@
 //! HAI (ZTE's Human Agent Interaction protocol) over SSE: the tolerant reader (`read`), the
 //! request adapters (`request`, with the message-history codec in `history`) and the writer
 //! that produces what `hai-client` accepts (`write`). The business-data `delta` codec both sides
-//! share lives in `codec`. `specs/hai.md`, `specs/translation.md` §3.
+//! share lives in `business`. `specs/hai.md`, `specs/translation.md` §3.
 //!
 //! HAI is an AG-UI derivative: the events it shares with AG-UI (tool calls, state, steps, errors,
 //! `RAW`, `CUSTOM`) go through the AG-UI reader with all its dialect repairs; this module owns
@@ -11,13 +11,13 @@
 //!
 //! Must not import `proxy`, `aap`, `session` or hyper.
 
-mod codec;
+mod business;
 mod history;
 mod read;
 mod request;
 mod write;
 
-pub use codec::escape_braces_in_strings;
+pub use business::escape_braces_in_strings;
 pub use read::{Collaboration, HaiReader};
 pub use request::{read_request, write_request, HistoryContent};
 pub use write::HaiWriter;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::codec::{self, Output};
+use super::business::{self, Output};
 use super::history::{self, HistoryContent};
 use super::{custom, HaiOptions, METADATA_KEY};
 use crate::dialect::agui::fix::{self, Timestamps};
@@ -279,8 +279,8 @@ impl HaiReader {
         let base = self.base(&map, notes);
         let delta = map.shift_remove("delta").unwrap_or(Value::Null);
         let tables = Arc::clone(&self.tables);
-        for object in codec::decode_delta(delta, &map) {
-            match codec::classify(object, &tables) {
+        for object in business::decode_delta(delta, &map) {
+            match business::classify(object, &tables) {
                 Output::Text(delta, hai) => {
                     out.push(Event::TextMessageContent(TextMessageContent {
                         message_id: id.clone(),
@@ -547,6 +547,17 @@ fn put_hai(map: &mut Map<String, Value>, hai: Map<String, Value>) {
     }
     if let Value::Object(metadata) = metadata {
         metadata.insert(METADATA_KEY.into(), Value::Object(hai));
+    }
+}
+
+impl crate::dialect::codec::Reader for HaiReader {
+    fn read(
+        &mut self,
+        event: &crate::sse::SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        HaiReader::read(self, event, out, notes)
     }
 }
 

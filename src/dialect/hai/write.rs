@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use super::codec::{self, ATTRIBUTES};
+use super::business::{self, ATTRIBUTES};
 use super::history::{self, AssistantContent};
 use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, METADATA_KEY};
 use crate::dialect::confirm;
@@ -104,7 +104,7 @@ impl HaiWriter {
             Event::RunError(e) => {
                 if self.options.error_notice {
                     let id = format!("{}.error", self.run_id);
-                    let object = codec::text_business(&e.message, None);
+                    let object = business::text_business(&e.message, None);
                     self.open_business(&id, "assistant", ts);
                     self.business(out, &id, object, ts);
                     self.end_business(out, &id, ts);
@@ -131,7 +131,7 @@ impl HaiWriter {
                     self.plain_text(out, &e.message_id, &e.delta, ts);
                     return Ok(());
                 }
-                let object = codec::text_business(&e.delta, hai);
+                let object = business::text_business(&e.delta, hai);
                 self.business(out, &e.message_id, object, ts);
             }
             Event::TextMessageEnd(e) => self.end_business(out, &e.message_id, ts),
@@ -176,7 +176,7 @@ impl HaiWriter {
                     ("thinking", true.into()),
                     ("collapse", true.into()),
                 ];
-                let object = codec::thinking_business(&e.delta, hai, flags);
+                let object = business::thinking_business(&e.delta, hai, flags);
                 self.business(out, &target, object, ts);
             }
             Event::ReasoningMessageEnd(e) => {
@@ -191,7 +191,7 @@ impl HaiWriter {
                         ("thinking", false.into()),
                         ("collapse", true.into()),
                     ];
-                    let object = codec::thinking_business("", None, flags);
+                    let object = business::thinking_business("", None, flags);
                     self.business(out, &r.target, object, ts);
                 }
                 if r.own_target {
@@ -241,7 +241,7 @@ impl HaiWriter {
                     let object = Value::Object(args_object(&held));
                     let delta = match self.options.tool_args {
                         ToolArgsEncoding::Object => object,
-                        _ => Value::String(codec::json_string(&object)),
+                        _ => Value::String(business::json_string(&object)),
                     };
                     let mut fields = Map::new();
                     fields.insert("toolCallId".into(), e.tool_call_id.clone().into());
@@ -422,7 +422,7 @@ impl HaiWriter {
             DeltaEncoding::JsonString => {
                 fields.insert(
                     "delta".into(),
-                    codec::json_string(&Value::Object(object)).into(),
+                    business::json_string(&Value::Object(object)).into(),
                 );
             }
             DeltaEncoding::Object => {
@@ -459,13 +459,13 @@ impl HaiWriter {
     }
 
     /// A text delta with nothing but its text — nearly every event of an answer — as variant 3,
-    /// by hand: the bytes [`codec::text_business`], [`Self::business`] and [`Self::frame`]
+    /// by hand: the bytes [`business::text_business`], [`Self::business`] and [`Self::frame`]
     /// write for it, without the JSON trees in between (tested against them).
     fn plain_text(&mut self, out: &mut BytesMut, id: &str, text: &str, ts: i64) {
         let delta = &mut self.scratch;
         delta.clear();
         delta.extend_from_slice(br#"{"output":{"type":"text","content":"#);
-        codec::write_braceless_str(delta, text);
+        business::write_braceless_str(delta, text);
         delta.extend_from_slice(b"}}");
         // Built from `str` pieces and ASCII only: always UTF-8.
         let Ok(delta) = std::str::from_utf8(delta) else {
@@ -553,7 +553,7 @@ impl HaiWriter {
     fn small_object(&self, object: Value) -> Value {
         match self.options.delta_encoding {
             DeltaEncoding::Object => object,
-            _ => Value::String(codec::json_string(&object)),
+            _ => Value::String(business::json_string(&object)),
         }
     }
 
@@ -563,9 +563,9 @@ impl HaiWriter {
         map.insert("type".into(), ty.into());
         map.extend(fields);
         map.entry("timestamp").or_insert_with(|| ts.into());
-        if let Err(error) = sse::encode_json(out, None, &Value::Object(map)) {
-            tracing::error!(%error, event_type = ty, "could not encode a HAI event");
-        }
+        let encoded = sse::encode_json(out, None, &Value::Object(map));
+        // A JSON map always serialises into memory.
+        debug_assert!(encoded.is_ok(), "could not encode a HAI {ty} event");
     }
 }
 
@@ -599,6 +599,20 @@ fn result_text(content: MessageContent) -> String {
     }
 }
 
+impl crate::dialect::codec::Writer for HaiWriter {
+    fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
+        HaiWriter::write(self, event, out)
+    }
+
+    fn wants_clock(&self) -> bool {
+        true
+    }
+
+    fn set_now(&mut self, now_ms: i64) {
+        HaiWriter::set_now(self, now_ms);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,7 +623,12 @@ mod tests {
         for text in ["plain", "braces {x} }{ and \"q\" \\{ \n é 世界 \u{1}", "{}"] {
             let mut general = BytesMut::new();
             let mut writer = HaiWriter::default();
-            writer.business(&mut general, "m\"1", codec::text_business(text, None), 17);
+            writer.business(
+                &mut general,
+                "m\"1",
+                business::text_business(text, None),
+                17,
+            );
             let mut fast = BytesMut::new();
             writer.plain_text(&mut fast, "m\"1", text, 17);
             assert_eq!(

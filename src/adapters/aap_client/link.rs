@@ -1,0 +1,174 @@
+//! The requests of one route toward its AAP agent: `GET /meta` (cached per base URL in the
+//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use http::{header, HeaderMap, HeaderValue, Method, Uri};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use crate::dialect::aap::types::{CreateSession, TurnRequest};
+use crate::dialect::aap::PROTOCOL_VERSION;
+use crate::error::{ErrorCode, Failure};
+use crate::http::body::UpstreamBody;
+use crate::http::upstream::{read_json, UpstreamClient};
+use crate::sse::Framing;
+
+use super::planner::ImageCaps;
+
+/// The most a `/meta` or `POST /sessions` response may weigh.
+const JSON_LIMIT: usize = 1 << 20;
+
+/// What an AAP agent declares that the gateway needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentEntry {
+    pub name: String,
+    pub delta: bool,
+    pub message: bool,
+    pub images: ImageCaps,
+}
+
+/// `GET /meta` answers, per base URL.
+#[derive(Debug, Default)]
+pub struct Directory {
+    agents: DashMap<String, Arc<Vec<AgentEntry>>>,
+}
+
+/// Reads a `/meta` answer; refuses any version but 3.
+fn agents_of(meta: &Value) -> Result<Vec<AgentEntry>, Failure> {
+    let version = meta.get("version").and_then(Value::as_u64);
+    if version != Some(u64::from(PROTOCOL_VERSION)) {
+        let seen = meta
+            .get("version")
+            .map_or_else(|| "no version".to_owned(), Value::to_string);
+        return Err(Failure::new(
+            ErrorCode::AapVersionUnsupported,
+            format!("the AAP upstream speaks protocol version {seen}; this gateway speaks version {PROTOCOL_VERSION} only"),
+        ));
+    }
+    let flag = |v: &Value, group: &str, key: &str| {
+        v.get("capabilities")
+            .and_then(|c| c.get(group))
+            .and_then(|g| g.get(key))
+            .is_some()
+    };
+    Ok(meta
+        .get("agents")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|a| {
+            Some(AgentEntry {
+                name: a.get("name")?.as_str()?.to_owned(),
+                delta: flag(a, "stream", "delta"),
+                message: flag(a, "stream", "message"),
+                images: ImageCaps {
+                    http: flag(a, "image", "http"),
+                    data: flag(a, "image", "data"),
+                },
+            })
+        })
+        .collect())
+}
+
+/// The requests of one route toward its AAP agent.
+#[derive(Clone)]
+pub(super) struct Link {
+    pub(super) client: UpstreamClient,
+    pub(super) base: String,
+    pub(super) headers: HeaderMap,
+    pub(super) headers_timeout: std::time::Duration,
+    pub(super) directory: Arc<Directory>,
+}
+
+impl Link {
+    fn uri(&self, path: &str) -> Result<Uri, Failure> {
+        format!("{}{path}", self.base).parse().map_err(|e| {
+            Failure::new(
+                ErrorCode::UpstreamUnavailable,
+                format!("{}{path} is not a valid URL: {e}", self.base),
+            )
+        })
+    }
+
+    async fn json(&self, method: Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
+        let mut headers = self.headers.clone();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        let response = self
+            .client
+            .send(
+                method,
+                &self.uri(path)?,
+                headers,
+                body,
+                self.headers_timeout,
+            )
+            .await?;
+        read_json(response.into_body(), JSON_LIMIT, self.headers_timeout, path).await
+    }
+
+    /// The agents the upstream lists; fetched on first use, and again when `wanted` is not
+    /// among them.
+    pub(super) async fn agents(
+        &self,
+        wanted: Option<&str>,
+    ) -> Result<Arc<Vec<AgentEntry>>, Failure> {
+        if let Some(known) = self.directory.agents.get(&self.base) {
+            if wanted.is_none_or(|w| known.iter().any(|a| a.name == w)) {
+                return Ok(Arc::clone(&known));
+            }
+        }
+        let meta = self.json(Method::GET, "/meta", Vec::new()).await?;
+        let agents = Arc::new(agents_of(&meta)?);
+        tracing::debug!(agents = agents.len(), "AAP upstream described itself");
+        self.directory
+            .agents
+            .insert(self.base.clone(), Arc::clone(&agents));
+        Ok(agents)
+    }
+
+    pub(super) async fn create_session(&self, create: &CreateSession) -> Result<String, Failure> {
+        let body = serde_json::to_vec(create).unwrap_or_default();
+        let answer = self.json(Method::POST, "/sessions", body).await?;
+        answer
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                Failure::new(
+                    ErrorCode::UpstreamMalformed,
+                    "the AAP upstream created a session without a sessionId",
+                )
+            })
+    }
+
+    pub(super) async fn turn(
+        &self,
+        session_id: &str,
+        turn: &TurnRequest,
+    ) -> Result<(UpstreamBody, Framing), Failure> {
+        let mut headers = self.headers.clone();
+        if turn.stream.as_deref() == Some("none") {
+            headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        }
+        let uri = self.uri(&format!("/sessions/{session_id}/turns"))?;
+        let body = serde_json::to_vec(turn).unwrap_or_default();
+        let response = self
+            .client
+            .send(Method::POST, &uri, headers, body, self.headers_timeout)
+            .await?;
+        let json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+        let body = response
+            .into_body()
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            .boxed_unsync();
+        Ok((body, if json { Framing::Json } else { Framing::Sse }))
+    }
+}

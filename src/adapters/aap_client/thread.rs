@@ -1,0 +1,72 @@
+//! The end of a thread's run, off the stream's path: the run marks its AG-UI thread running in
+//! the store (one run per thread at a time), then [`spawn`]s a task that owns the end of that
+//! mark. When the stream ends, the [`super::driver::Driver`] sends the thread's final record
+//! over a one-shot channel; the task saves it and ends the mark. A channel closed without a
+//! report (the run failed before its first turn, or was dropped) ends the mark with what was
+//! saved so far. Store failures are logged and counted, never a panic; the stream's last frame
+//! waits for the task, so the thread is free when the client sends its next run.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use crate::http::body::Hold;
+use crate::session::{Store, ThreadRecord};
+use crate::telemetry::metrics::Metrics;
+
+/// The record to save (none: leave the saved one), and where the task says it is done.
+type Report = (Option<ThreadRecord>, oneshot::Sender<()>);
+
+/// Where a run reports its thread's final record.
+pub(super) struct ThreadReporter(oneshot::Sender<Report>);
+
+impl ThreadReporter {
+    /// Hands `record` to the task; the returned hold resolves once it is saved and the thread
+    /// is free.
+    pub(super) fn report(self, record: Option<ThreadRecord>) -> Option<Hold> {
+        let (done_tx, done) = oneshot::channel();
+        self.0.send((record, done_tx)).ok()?;
+        Some(Box::pin(async move {
+            // Resolves when the task is done, or gone.
+            let _ = done.await;
+        }))
+    }
+}
+
+/// Spawns the task that ends the run now marked on thread `key`.
+pub(super) fn spawn(store: Arc<dyn Store>, key: String, metrics: Arc<Metrics>) -> ThreadReporter {
+    let (tx, rx) = oneshot::channel();
+    let span = tracing::Span::current();
+    tokio::spawn(end_run(store, key, rx, metrics).instrument(span));
+    ThreadReporter(tx)
+}
+
+/// Saves a record within a run, logging and counting a failure (the run goes on: a lost
+/// record degrades to a fresh session seeded from the client's history).
+pub(super) async fn save(store: &dyn Store, key: &str, record: ThreadRecord, metrics: &Metrics) {
+    if let Err(error) = store.save_thread(key, record).await {
+        tracing::warn!(%error, "could not save the thread's record");
+        metrics.store_error("save_thread");
+    }
+}
+
+async fn end_run(
+    store: Arc<dyn Store>,
+    key: String,
+    report: oneshot::Receiver<Report>,
+    metrics: Arc<Metrics>,
+) {
+    // `_done` tells the stream the thread is free when it drops, after the writes.
+    let (record, _done) = match report.await {
+        Ok((record, done)) => (record, Some(done)),
+        Err(_) => (None, None),
+    };
+    if let Some(record) = record {
+        save(store.as_ref(), &key, record, &metrics).await;
+    }
+    if let Err(error) = store.end_thread(&key).await {
+        tracing::error!(%error, "could not end the thread's run");
+        metrics.store_error("end_thread");
+    }
+}

@@ -1,0 +1,325 @@
+//! Writing a turn back to its session, off the stream's path (`translation.md` §4.1).
+//!
+//! A turn marks its session running in the store, then [`spawn`]s a committer task that owns
+//! the end of that mark. The stream's [`TurnOwner`] settles the turn when the stream ends
+//! (terminal event, or the client went away: then from the body's `Drop`) and sends the result
+//! over a one-shot channel; the task writes it to the store. If the channel closes without a
+//! report (the request failed before its stream started, or its future was dropped), the task
+//! ends the mark with the session unchanged. Nothing writes the store from `Drop`; a store
+//! failure is logged and counted (`session_store_errors_total`), never a panic.
+//!
+//! The stream's last frame waits for the committer ([`crate::http::body::Hold`]), and a request
+//! refused after the mark was taken waits for it too ([`Reporter::close`]): a client that has
+//! its answer can send the next turn at once and find the session free and up to date.
+//!
+//! What a turn leaves ([`settle`]):
+//! - `tool_use`: everything the run produced, with the pending calls.
+//! - `end_turn`, `max_tokens`, `refusal`: everything, less calls left without a result.
+//! - an error, a cut stream or a client that left: the input and the completed tool rounds;
+//!   the assistant step the failure interrupted is dropped, so the history never holds half an
+//!   answer or a call without its stop, and the session takes the next turn.
+//! - a failure before the upstream's first event: nothing (the turn may be sent again).
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::dialect::aap::types::StopReason;
+use crate::dialect::aap::AapWriter;
+use crate::dialect::Reader;
+use crate::error::{ErrorCode, Failure};
+use crate::http::body::{Hold, RunOwner};
+use crate::pipeline::Pipeline;
+use crate::session::{SessionConfig, Store, TurnCommit};
+use crate::telemetry::metrics::{Metrics, Outcome};
+
+/// What the stream reports when it ends.
+#[derive(Debug)]
+enum Settled {
+    Commit(Box<TurnCommit>),
+    /// The upstream failed before its first event; the session stays as it was.
+    NothingRan(Failure),
+}
+
+/// A report, and where the committer says it is done with it.
+type Report = (Settled, oneshot::Sender<()>);
+
+/// How a turn ended, once its committer is done.
+#[derive(Debug)]
+pub(super) enum Ended {
+    Committed,
+    /// Nothing was committed: the upstream failed before its first event.
+    NothingRan(Failure),
+    /// The stream ended without a report, or the store failed (logged and counted).
+    Unchanged,
+}
+
+/// The owner of a turn's stream: settles the turn when the stream ends and reports it.
+pub(super) struct TurnOwner {
+    report: Option<oneshot::Sender<Report>>,
+    /// The session's configuration as the turn leaves it.
+    config: Option<SessionConfig>,
+}
+
+impl TurnOwner {
+    /// The owner reporting to the committer behind `report`, for a session configured as
+    /// `config` once the turn is done.
+    pub(super) fn new(report: Reporter, config: SessionConfig) -> TurnOwner {
+        TurnOwner {
+            report: Some(report.0),
+            config: Some(config),
+        }
+    }
+}
+
+impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
+    fn ended(&mut self, pipeline: &mut Pipeline<R, AapWriter>, _outcome: Outcome) -> Option<Hold> {
+        let (Some(report), Some(config)) = (self.report.take(), self.config.take()) else {
+            return None;
+        };
+        let (done_tx, done) = oneshot::channel();
+        // The committer is gone only if the runtime is shutting down; nothing to wait for then.
+        report.send((settle(pipeline, config), done_tx)).ok()?;
+        Some(Box::pin(async move {
+            // Resolves when the committer is done, or gone.
+            let _ = done.await;
+        }))
+    }
+}
+
+/// Where a turn's stream reports to: held by the request until its stream owns it.
+pub(super) struct Reporter(oneshot::Sender<Report>);
+
+impl Reporter {
+    /// The request ends without a stream: the session stays as it was, and this returns once
+    /// the committer has ended the turn.
+    pub(super) async fn close(self, committer: JoinHandle<Ended>) {
+        drop(self);
+        let _ = committer.await;
+    }
+}
+
+/// Spawns the committer of the turn now running on session `id`.
+pub(super) fn spawn(
+    store: Arc<dyn Store>,
+    id: String,
+    metrics: Arc<Metrics>,
+) -> (Reporter, JoinHandle<Ended>) {
+    let (tx, rx) = oneshot::channel();
+    let span = tracing::Span::current();
+    let task = tokio::spawn(commit(store, id, rx, metrics).instrument(span));
+    (Reporter(tx), task)
+}
+
+async fn commit(
+    store: Arc<dyn Store>,
+    id: String,
+    report: oneshot::Receiver<Report>,
+    metrics: Arc<Metrics>,
+) -> Ended {
+    // `_done` tells the stream the store has the turn when it drops, after the write.
+    let (commit, ended, _done) = match report.await {
+        Ok((Settled::Commit(commit), done)) => (Some(*commit), Ended::Committed, Some(done)),
+        Ok((Settled::NothingRan(failure), done)) => (None, Ended::NothingRan(failure), Some(done)),
+        Err(_) => (None, Ended::Unchanged, None),
+    };
+    let op = if commit.is_some() {
+        "commit_turn"
+    } else {
+        "end_turn"
+    };
+    match store.end_turn(&id, commit).await {
+        Ok(()) => ended,
+        Err(error) => {
+            tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
+            metrics.store_error(op);
+            Ended::Unchanged
+        }
+    }
+}
+
+/// What the turn leaves in its session; see the module docs.
+fn settle<R: Reader>(pipeline: &mut Pipeline<R, AapWriter>, config: SessionConfig) -> Settled {
+    let events_in = pipeline.stats().events_in;
+    let failure = pipeline.failure();
+    let (mut transcript, stop) = pipeline.writer_mut().take();
+    let reason = stop.as_ref().map(|s| s.reason);
+    if events_in == 0 && reason.is_none_or(|r| r == StopReason::Error) {
+        let code = failure.unwrap_or(ErrorCode::UpstreamTruncated);
+        tracing::warn!(code = %code, "the upstream failed before its first event; the session is unchanged");
+        return Settled::NothingRan(Failure::new(
+            code,
+            format!("the agent failed before answering ({code}); the session is unchanged, the turn may be sent again"),
+        ));
+    }
+    let pending = match stop {
+        Some(stop) if stop.reason == StopReason::ToolUse => stop.pending,
+        Some(stop) if stop.reason != StopReason::Error => {
+            transcript.drop_unresolved_calls();
+            Vec::new()
+        }
+        _ => {
+            transcript.truncate_to_last_tool_round();
+            Vec::new()
+        }
+    };
+    tracing::info!(
+        stop = reason.map_or("none", StopReason::as_str),
+        pending = pending.len(),
+        "turn committed"
+    );
+    let (history, state) = transcript.into_parts();
+    Settled::Commit(Box::new(TurnCommit {
+        config,
+        history,
+        state,
+        pending,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::dialect::aap::transcript::Transcript;
+    use crate::dialect::aap::types::StreamMode;
+    use crate::dialect::aap::TurnOptions;
+    use crate::dialect::{CodecOptions, Dialect};
+    use crate::event::RunIds;
+    use crate::pipeline::PipelineOptions;
+    use crate::session::{MemoryStore, Session, SessionLimits, StoreError, ThreadRecord};
+
+    /// The memory store, but writing a turn back fails.
+    #[derive(Debug)]
+    struct FailingCommit(MemoryStore);
+
+    #[async_trait]
+    impl Store for FailingCommit {
+        fn limits(&self) -> SessionLimits {
+            self.0.limits()
+        }
+        async fn create(&self, s: Session) -> Result<(), StoreError> {
+            self.0.create(s).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
+            self.0.get(id).await
+        }
+        async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
+            self.0.config(id).await
+        }
+        async fn list(
+            &self,
+            face: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Result<(Vec<Session>, bool), StoreError> {
+            self.0.list(face, after, limit).await
+        }
+        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+            self.0.delete(id).await
+        }
+        async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
+            self.0.begin_turn(id).await
+        }
+        async fn end_turn(&self, _: &str, _: Option<TurnCommit>) -> Result<(), StoreError> {
+            Err(StoreError::Unavailable("the disk is full".into()))
+        }
+        async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
+            self.0.begin_thread(key).await
+        }
+        async fn save_thread(&self, key: &str, r: ThreadRecord) -> Result<(), StoreError> {
+            self.0.save_thread(key, r).await
+        }
+        async fn end_thread(&self, key: &str) -> Result<(), StoreError> {
+            self.0.end_thread(key).await
+        }
+    }
+
+    const RUN: &[u8] = b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n\
+data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n\
+data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hello\"}\n\n\
+data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n\
+data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+
+    /// A session marked running in `store`, and a finished AG-UI → AAP run of one reply.
+    async fn finished_turn(
+        store: &Arc<dyn Store>,
+    ) -> (String, Pipeline<crate::dialect::AnyReader, AapWriter>) {
+        let id = crate::session::new_session_id();
+        let session = Session {
+            id: id.clone(),
+            ..Session::default()
+        };
+        store.create(session).await.unwrap();
+        store.begin_turn(&id).await.unwrap();
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let reader = Dialect::AgUi.reader(&ids, crate::sse::Framing::Sse, &CodecOptions::default());
+        let writer = AapWriter::new(
+            TurnOptions {
+                mode: StreamMode::Delta,
+                ..TurnOptions::default()
+            },
+            Transcript::new(Vec::new(), None, 1 << 20),
+        );
+        let mut pipeline = Pipeline::from_parts(reader, writer, PipelineOptions::new(ids));
+        let mut out = BytesMut::new();
+        pipeline.push(RUN, &mut out);
+        assert!(pipeline.is_finished());
+        (id, pipeline)
+    }
+
+    #[tokio::test]
+    async fn the_turn_is_in_the_session_before_the_last_frame_may_leave() {
+        let metrics = Metrics::new();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let (id, mut pipeline) = finished_turn(&store).await;
+        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), Arc::clone(&metrics));
+        let mut owner = TurnOwner::new(reporter, SessionConfig::default());
+        let hold = owner
+            .ended(&mut pipeline, Outcome::Completed)
+            .expect("a hold");
+        hold.await;
+        let session = store.get(&id).await.unwrap().unwrap();
+        assert_eq!(session.history.len(), 1, "the reply was written back");
+        assert!(store.begin_turn(&id).await.is_ok(), "the session is free");
+        assert!(matches!(committer.await.unwrap(), Ended::Committed));
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_is_logged_and_counted_and_the_stream_still_ends() {
+        let metrics = Metrics::new();
+        let store: Arc<dyn Store> =
+            Arc::new(FailingCommit(MemoryStore::new(SessionLimits::default())));
+        let (id, mut pipeline) = finished_turn(&store).await;
+        let (reporter, committer) = spawn(Arc::clone(&store), id, Arc::clone(&metrics));
+        let mut owner = TurnOwner::new(reporter, SessionConfig::default());
+        owner
+            .ended(&mut pipeline, Outcome::Completed)
+            .expect("a hold")
+            .await;
+        assert!(matches!(committer.await.unwrap(), Ended::Unchanged));
+        let exposition = metrics.encode();
+        assert!(
+            exposition.contains("session_store_errors_total{op=\"commit_turn\"} 1"),
+            "{exposition}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_refused_before_its_stream_leaves_the_session_unchanged_and_free() {
+        let metrics = Metrics::new();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let (id, _pipeline) = finished_turn(&store).await;
+        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics);
+        reporter.close(committer).await;
+        let session = store.begin_turn(&id).await.expect("the session is free");
+        assert!(session.history.is_empty());
+    }
+}

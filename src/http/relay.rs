@@ -1,0 +1,219 @@
+//! [`Relay`]: the narrow handle every face gets of the gateway — what it takes to send a run
+//! to a route's upstream and relay the answer through a pipeline: the pooled upstream
+//! clients, the route's codec options, the drain signal and the stream metrics. Faces never
+//! see the gateway's routing or its other state.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header;
+use http_body_util::BodyExt;
+use tokio::sync::watch;
+use tracing::Span;
+
+use super::body::{
+    DrainSignal, RunOwner, Source, StreamParts, StreamTimers, TranslatingBody, UpstreamBody,
+};
+use super::clock;
+use super::headers;
+use super::upstream::UpstreamClient;
+use crate::config::{Route, Upstream};
+use crate::dialect::{write_request, CodecOptions, Reader, Writer};
+use crate::error::{ErrorCode, Failure};
+use crate::event::{RunAgentInput, RunIds};
+use crate::mapping::Mappings;
+use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::sse::Framing;
+use crate::telemetry::metrics::Metrics;
+
+/// The media type of AG-UI protobuf streams, which the gateway does not translate.
+const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
+
+/// See the module docs. Cheap to clone.
+#[derive(Clone)]
+pub struct Relay {
+    /// One pooled client per distinct connect timeout, so each route's timeout holds.
+    clients: Arc<HashMap<Duration, UpstreamClient>>,
+    mappings: Mappings,
+    /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
+    draining: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+}
+
+impl Relay {
+    pub fn new(
+        routes: &[Route],
+        mappings: Mappings,
+        metrics: Arc<Metrics>,
+        draining: watch::Receiver<bool>,
+    ) -> Relay {
+        let clients = routes
+            .iter()
+            .map(|r| {
+                let timeout = r.limits.connect_timeout;
+                (timeout, UpstreamClient::new(timeout))
+            })
+            .collect();
+        Relay {
+            clients: Arc::new(clients),
+            mappings,
+            draining,
+            metrics,
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The pooled client for `route`'s connect timeout.
+    pub fn client(&self, route: &Route) -> UpstreamClient {
+        self.clients
+            .get(&route.limits.connect_timeout)
+            .cloned()
+            .unwrap_or_else(|| UpstreamClient::new(route.limits.connect_timeout))
+    }
+
+    /// The readers' and writers' options for a run of `input` on `route`.
+    pub fn codecs(&self, route: &Route, input: &RunAgentInput) -> CodecOptions {
+        CodecOptions {
+            mappings: self.mappings.clone(),
+            tools: input.tools.iter().map(|t| t.name.clone()).collect(),
+            agui: crate::dialect::agui::AguiOptions {
+                reader: route.reader,
+                unknown_fields: route.unknown_fields,
+                request_profile: route.request_profile,
+            },
+            hai: route.hai.clone(),
+            aap: Default::default(),
+        }
+    }
+
+    /// The pipeline's own options for a run of `input` on `route`.
+    pub fn pipeline_options(
+        &self,
+        route: &Route,
+        input: &RunAgentInput,
+        framing: Framing,
+    ) -> PipelineOptions {
+        PipelineOptions {
+            ids: RunIds {
+                thread_id: input.thread_id.clone(),
+                run_id: input.run_id.clone(),
+            },
+            max_event_bytes: route.limits.max_event_bytes,
+            framing,
+            keep_upstream_run_ids: route.keep_upstream_run_ids,
+            clock: clock::WALL,
+        }
+    }
+
+    /// The route's pipeline for `input`: its upstream dialect's reader, its client dialect's
+    /// writer.
+    pub fn pipeline(
+        &self,
+        route: &Route,
+        input: &RunAgentInput,
+        framing: Framing,
+    ) -> Result<Pipeline, Failure> {
+        crate::dialect::check_pair(route.upstream_dialect, route.client)
+            .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
+        let codecs = self.codecs(route, input);
+        let options = self.pipeline_options(route, input, framing);
+        let reader = route
+            .upstream_dialect
+            .reader(&options.ids, framing, &codecs);
+        let writer = route.client.writer(&codecs);
+        Ok(Pipeline::from_parts(reader, writer, options))
+    }
+
+    /// Sends the run to the route's upstream and waits for its response headers: the body and
+    /// its framing, or a failure before the stream (connect, status, compression, protobuf).
+    pub async fn open(
+        &self,
+        route: &Route,
+        client_headers: &http::HeaderMap,
+        input: &RunAgentInput,
+    ) -> Result<(UpstreamBody, Framing), Failure> {
+        let uri = match &route.upstream {
+            Upstream::BuiltinDemo => {
+                let body = crate::demo::demo_response(input, crate::demo::DEFAULT_PACE)
+                    .map_err(|never| match never {})
+                    .boxed_unsync();
+                return Ok((body, Framing::Sse));
+            }
+            Upstream::Url(uri) => uri,
+        };
+        let request_headers = headers::upstream_request_headers(client_headers);
+        let body = write_request(route.upstream_dialect, input, &self.codecs(route, input));
+        let response = self
+            .client(route)
+            .post(uri, request_headers, body, route.limits.headers_timeout)
+            .await?;
+        tracing::debug!(status = %response.status(), "upstream answered");
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if let Some(encoding) = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .filter(|e| !e.eq_ignore_ascii_case("identity"))
+        {
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
+            ));
+        }
+        if content_type.starts_with(AGUI_PROTO) {
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
+            ));
+        }
+        let framing = Framing::from_content_type(content_type);
+        let body = response
+            .into_body()
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            .boxed_unsync();
+        Ok((body, framing))
+    }
+
+    /// The body that streams `source` through `pipeline` under the route's timers, the drain
+    /// signal and the stream metrics; `owner` is told of hand-overs and of the end.
+    pub fn body<R, W, O>(
+        &self,
+        route: &Route,
+        source: Source,
+        pipeline: Pipeline<R, W>,
+        owner: O,
+        span: Span,
+    ) -> TranslatingBody<R, W, O>
+    where
+        R: Reader,
+        W: Writer,
+        O: RunOwner<R, W>,
+    {
+        let timers = StreamTimers {
+            idle_timeout: route.limits.idle_timeout,
+            heartbeat_interval: route.limits.heartbeat_interval,
+        };
+        let mut draining = self.draining.clone();
+        let drain: DrainSignal = Box::pin(async move {
+            // Resolves once the flag is true; a dropped sender means no drain ever comes.
+            if draining.wait_for(|d| *d).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        });
+        let parts = StreamParts {
+            timers,
+            drain,
+            span,
+            record: self.metrics.stream_started(&route.path),
+        };
+        TranslatingBody::new(source, pipeline, owner, parts)
+    }
+}

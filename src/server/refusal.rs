@@ -1,0 +1,37 @@
+//! The one place where a refusal becomes an HTTP response, in the client dialect's error
+//! shape: AG-UI and HAI clients get `{"error":{"code","message"}}`, AAP clients
+//! `{"error":"<message>"}` (`aap.md` §2); the status comes from the error code, `Allow` from
+//! the refusal, and a 401 names the Bearer scheme.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response};
+use serde_json::json;
+
+use crate::dialect::Dialect;
+use crate::error::ErrorCode;
+use crate::http::response::{full, json, Refusal, ResponseBody};
+
+/// The response for `refusal`, before any body byte, as a `client` expects it.
+pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
+    let Refusal { failure, allow } = refusal;
+    let status = failure.code.http_status();
+    let mut response = match client {
+        Dialect::Aap => json(status, &json!({ "error": failure.message })),
+        Dialect::AgUi | Dialect::Hai => full(
+            status,
+            Some("application/json"),
+            Bytes::from(failure.to_json_body()),
+        ),
+    };
+    if let Some(allow) = allow {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    if failure.code == ErrorCode::Unauthorized {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
