@@ -13,6 +13,9 @@ use toml::Spanned;
 use crate::dialect::aap::read::LimitStops;
 use crate::dialect::aap::types::{AgentOption, OptionKind, ServerToolRef, ToolSpec};
 pub mod aap_client;
+mod mappings;
+
+pub use mappings::load_mappings;
 
 use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
 use crate::dialect::confirm::{DenialAs, ResultEncoding, DEFAULT_TOOL};
@@ -1198,7 +1201,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         return Err(ConfigError::Invalid(problems.join("\n")));
     }
     let mappings = match overrides.mappings.as_ref().or(raw.mappings.as_ref()) {
-        Some(dir) => Mappings::load(dir)?,
+        Some(dir) => load_mappings(dir)?,
         None => Mappings::builtin(),
     };
     // Longest prefix first, so the most specific route wins.

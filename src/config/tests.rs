@@ -342,3 +342,21 @@ fn aap_routes_describe_their_agent_and_bad_entries_name_their_key() {
         "{err}"
     );
 }
+
+#[test]
+fn a_mappings_directory_overrides_the_builtin_table() {
+    let dir = std::env::temp_dir().join(format!("dp-mappings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(crate::mapping::AGUI_ALIASES_FILE),
+        "[roles]\nrobot = \"assistant\"\n",
+    )
+    .unwrap();
+    let m = load_mappings(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(m.agui.keys.is_empty());
+    assert!(m.agui.roles.contains_key("robot"));
+    // A directory without the file keeps the default.
+    let m = load_mappings(Path::new("/nonexistent-dir")).unwrap();
+    assert!(!m.agui.keys.is_empty());
+}
