@@ -228,8 +228,9 @@ fn check_dialects(
     }
 }
 
-/// Routes sharing a path must all be AAP faces, serving agents of different names (one face
-/// lists them all in `/meta`). Reported at the later route's path, naming the earlier one.
+/// Routes sharing a path: AAP routes serving agents of different names form one face (its
+/// `/meta` lists them all); any other two routes on one path would take the same requests.
+/// Reported at the later route's path, naming the earlier one.
 pub(super) fn check_paths(p: &mut Problems, routes: &[Built]) {
     for (i, a) in routes.iter().enumerate() {
         for b in &routes[i + 1..] {
@@ -254,7 +255,10 @@ pub(super) fn check_paths(p: &mut Problems, routes: &[Built]) {
                         a.route.client
                     }
                 ),
-                (None, None) => continue,
+                (None, None) => format!(
+                    "two routes on {} would take the same requests; give them different paths",
+                    a.route.path
+                ),
             };
             let other = format!("{}, {}", a.keys.whole(), p.place(&a.path_span));
             p.at(

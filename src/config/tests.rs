@@ -418,6 +418,39 @@ fn listen_from_the_file_is_checked_at_its_place() {
 }
 
 #[test]
+fn two_routes_on_one_path_are_a_conflict_unless_they_form_one_aap_face() {
+    let route = |path: &str, client: &str| {
+        format!(
+            "[[routes]]\npath = \"{path}\"\nclient = \"{client}\"\nupstream = \"builtin:demo\"\n"
+        )
+    };
+    let err = file(&format!(
+        "{}{}{}",
+        route("/a", "ag-ui"),
+        route("/b", "ag-ui"),
+        route("/a/", "hai")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":10:8: routes[2].path: two routes on /a would take the same requests; give them different paths (the other is routes[0], "),
+        "{err}"
+    );
+    assert!(err.ends_with("dialect-proxy.toml:2:8)"), "{err}");
+    let err = file(&format!("{}{}", route("/", "ag-ui"), route("/", "ag-ui")))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("routes[1].path: two routes on /"), "{err}");
+    // AAP routes on one path serving different agents are one face.
+    let aap = |name: &str| format!("{}[routes.aap]\nname = \"{name}\"\n", route("/v1", "aap"));
+    let config = file(&format!("{}{}", aap("a"), aap("b"))).unwrap();
+    assert_eq!(config.routes.len(), 2);
+    // Distinct paths, and nested ones, are fine.
+    let config = file(&format!("{}{}", route("/a", "ag-ui"), route("/a/b", "hai"))).unwrap();
+    assert_eq!(config.route("/a/b/c").unwrap().client, Dialect::Hai);
+}
+
+#[test]
 fn flag_problems_are_reported_under_the_flag_name() {
     assert_eq!(
         flag_error(&flags("ftp://x/")),
