@@ -299,7 +299,7 @@ async fn shutdown_signal() {
 
 fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     let mappings = match &args.common.mappings {
-        Some(dir) => Mappings::load(dir)?,
+        Some(dir) => config::load_mappings(dir)?,
         None => Mappings::builtin(),
     };
     let mut codecs = CodecOptions {
@@ -419,7 +419,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         None => {
             if let Some(dir) = &args.common.mappings {
-                Mappings::load(dir)?;
+                config::load_mappings(dir)?;
             }
             println!("mappings: ok");
         }

@@ -1,11 +1,11 @@
-//! Data-driven dialect variants (DESIGN.md principle 6): loads `mappings/*.toml` for the
-//! readers. The files in the repository are compiled in as defaults; `--mappings DIR` replaces
-//! them at start-up, and `check` validates them.
+//! Data-driven dialect variants (DESIGN.md principle 6): parses and validates `mappings/*.toml`
+//! for the readers. The files in the repository are compiled in as defaults; `--mappings DIR`
+//! replaces them at start-up (`config` reads the directory and hands over the texts), and
+//! `check` validates them.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: no I/O. Must not import `proxy`, `aap`, `session` or hyper.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -48,11 +48,6 @@ pub const HAI_EVENT_TYPES: &[&str] = &[
 /// Why a mapping file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum MappingError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("{origin}: {source}")]
     Parse {
         origin: String,
@@ -295,19 +290,19 @@ impl Mappings {
         }
     }
 
-    /// Loads the tables of `dir`; a file missing from it keeps the compiled-in default.
-    pub fn load(dir: &Path) -> Result<Mappings, MappingError> {
-        let path = dir.join(AGUI_ALIASES_FILE);
-        let agui = match std::fs::read_to_string(&path) {
-            Ok(text) => AguiAliases::parse(&text, &path.display().to_string())?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => AguiAliases::builtin(),
-            Err(source) => return Err(MappingError::Io { path, source }),
+    /// The tables of the texts given, each `(text, origin)` with `origin` naming it in errors;
+    /// a table not given keeps the compiled-in default.
+    pub fn from_texts(
+        agui: Option<(&str, &str)>,
+        hai: Option<(&str, &str)>,
+    ) -> Result<Mappings, MappingError> {
+        let agui = match agui {
+            Some((text, origin)) => AguiAliases::parse(text, origin)?,
+            None => AguiAliases::builtin(),
         };
-        let path = dir.join(HAI_TABLES_FILE);
-        let hai = match std::fs::read_to_string(&path) {
-            Ok(text) => HaiTables::parse(&text, &path.display().to_string())?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HaiTables::builtin(),
-            Err(source) => return Err(MappingError::Io { path, source }),
+        let hai = match hai {
+            Some((text, origin)) => HaiTables::parse(text, origin)?,
+            None => HaiTables::builtin(),
         };
         Ok(Mappings {
             agui: Arc::new(agui),
@@ -368,20 +363,14 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_overrides_the_builtin_table() {
-        let dir = std::env::temp_dir().join(format!("dp-mappings-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join(AGUI_ALIASES_FILE),
-            "[roles]\nrobot = \"assistant\"\n",
-        )
-        .unwrap();
-        let m = Mappings::load(&dir).unwrap();
+    fn given_texts_replace_the_builtin_tables() {
+        let m = Mappings::from_texts(Some(("[roles]\nrobot = \"assistant\"\n", "a.toml")), None)
+            .unwrap();
         assert!(m.agui.keys.is_empty());
         assert!(m.agui.roles.contains_key("robot"));
-        std::fs::remove_dir_all(&dir).unwrap();
-        // A directory without the file keeps the default.
-        let m = Mappings::load(Path::new("/nonexistent-dir")).unwrap();
-        assert!(!m.agui.keys.is_empty());
+        assert_eq!(m.hai.error_message, "upstream error");
+        let err =
+            Mappings::from_texts(None, Some(("[events]\nFOO = \"BAR\"\n", "h.toml"))).unwrap_err();
+        assert!(err.to_string().starts_with("h.toml: events.FOO"), "{err}");
     }
 }

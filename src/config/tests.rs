@@ -1,7 +1,13 @@
 use super::*;
+use crate::dialect::agui::{ReaderOptions, Timestamps, UnknownFields};
+use crate::dialect::Dialect;
+use toml::Spanned;
 
 fn file(text: &str) -> Result<Config, ConfigError> {
-    let dir = std::env::temp_dir().join(format!("dp-config-{}-{}", std::process::id(), text.len()));
+    // Tests run in parallel: each call writes its own directory.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("dp-config-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("dialect-proxy.toml");
     std::fs::write(&path, text).unwrap();
@@ -341,4 +347,240 @@ fn aap_routes_describe_their_agent_and_bad_entries_name_their_key() {
         err.contains("routes[4].aap: only a route with client = \"aap\""),
         "{err}"
     );
+}
+
+fn flag_error(o: &Overrides) -> String {
+    load(None, o).unwrap_err().to_string()
+}
+
+#[test]
+fn several_problems_are_reported_at_once_each_at_its_place() {
+    let err = file(
+        "listen = 5\nadmin_listen = \"localhost\"\ncolour = \"blue\"\n\
+         [[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = 9001\n\
+         [[routes]]\npath = \"/b\"\nclient = \"hai\"\nupstream = \"builtin:demo\"\nkeep_upstream_run_ids = \"yes\"\n\
+         [[routes]]\npath = \"/c\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\nshape = \"round\"\n\
+         [[routes]]\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
+         [[routes]]\npath = \"/e\"\nclient = \"agui2\"\nupstream = \"builtin:demo\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        ":1:10: listen: invalid type: integer `5`, expected a string\n  line 1 | listen = 5\n         |          ^\n",
+        ":2:16: admin_listen: \"localhost\" is not an address like 127.0.0.1:9901",
+        ":3:1: colour: unknown field `colour`, expected one of `listen`,",
+        ":7:12: routes[0].upstream: invalid type: integer `9001`, expected a string",
+        ":12:25: routes[1].keep_upstream_run_ids: invalid type: string \"yes\", expected a boolean",
+        ":17:1: routes[2].shape: unknown field `shape`",
+        ":18:1: routes[3]: missing field `path`",
+        ":23:10: routes[4].client: unknown dialect \"agui2\"",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+    // In file order, one problem per line (a TOML error also shows its line).
+    let firsts: Vec<&str> = err.lines().filter(|l| !l.starts_with("  ")).collect();
+    assert_eq!(firsts.len(), 8, "{err}");
+    let lines: Vec<usize> = firsts
+        .iter()
+        .map(|l| l.split(':').nth(1).and_then(|n| n.parse().ok()).unwrap())
+        .collect();
+    assert!(lines.windows(2).all(|w| w[0] < w[1]), "{lines:?}");
+}
+
+#[test]
+fn listen_from_the_file_is_checked_at_its_place() {
+    let routes = "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
+    let err = file(&format!(
+        "listen = \"nowhere\"\nadmin_listen = \"127.0.0.1\"\n{routes}"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":1:10: listen: \"nowhere\" is not an address like 127.0.0.1:8080"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":2:16: admin_listen: \"127.0.0.1\" is not an address like 127.0.0.1:9901"),
+        "{err}"
+    );
+    // A dotted key makes a table without a span of its own; its values keep theirs.
+    let err = file(&format!("{routes}limits.idle_timeout = \"soon\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(":5:23: routes[0].limits.idle_timeout"),
+        "{err}"
+    );
+    // A syntax error ends the reading, at its place.
+    let err = file("listen = \"127.0.0.1:1\n").unwrap_err().to_string();
+    assert!(err.contains("dialect-proxy.toml:1:"), "{err}");
+    assert!(err.contains("  line 1 | listen = \"127.0.0.1:1"), "{err}");
+}
+
+#[test]
+fn two_routes_on_one_path_are_a_conflict_unless_they_form_one_aap_face() {
+    let route = |path: &str, client: &str| {
+        format!(
+            "[[routes]]\npath = \"{path}\"\nclient = \"{client}\"\nupstream = \"builtin:demo\"\n"
+        )
+    };
+    let err = file(&format!(
+        "{}{}{}",
+        route("/a", "ag-ui"),
+        route("/b", "ag-ui"),
+        route("/a/", "hai")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":10:8: routes[2].path: two routes on /a would take the same requests; give them different paths (the other is routes[0], "),
+        "{err}"
+    );
+    assert!(err.ends_with("dialect-proxy.toml:2:8)"), "{err}");
+    let err = file(&format!("{}{}", route("/", "ag-ui"), route("/", "ag-ui")))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("routes[1].path: two routes on /"), "{err}");
+    // AAP routes on one path serving different agents are one face.
+    let aap = |name: &str| format!("{}[routes.aap]\nname = \"{name}\"\n", route("/v1", "aap"));
+    let config = file(&format!("{}{}", aap("a"), aap("b"))).unwrap();
+    assert_eq!(config.routes.len(), 2);
+    // Distinct paths, and nested ones, are fine.
+    let config = file(&format!("{}{}", route("/a", "ag-ui"), route("/a/b", "hai"))).unwrap();
+    assert_eq!(config.route("/a/b/c").unwrap().client, Dialect::Hai);
+}
+
+#[test]
+fn flag_problems_are_reported_under_the_flag_name() {
+    assert_eq!(
+        flag_error(&flags("ftp://x/")),
+        "flags: --upstream: \"ftp://x/\" is not an http:// URL or builtin:demo"
+    );
+    let mut o = flags("builtin:demo");
+    o.listen = Some("nowhere".into());
+    o.admin_listen = Some("127.0.0.1".into());
+    o.drain_timeout = Some("soon".into());
+    o.limits.idle_timeout = Some(Spanned::new(0..0, "forever".into()));
+    o.client = Some("agui2".into());
+    let err = flag_error(&o);
+    for expected in [
+        "flags: --listen: \"nowhere\" is not an address like 127.0.0.1:8080",
+        "flags: --admin-listen: \"127.0.0.1\" is not an address",
+        "flags: --drain-timeout: invalid duration \"soon\"",
+        "flags: --idle-timeout: invalid duration \"forever\"",
+        "flags: --client: unknown dialect \"agui2\"",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+    assert!(!err.contains("flags:1:1"), "{err}");
+}
+
+#[test]
+fn the_flags_route_is_built_like_the_same_route_in_a_file() {
+    let cases = [
+        (
+            "aap",
+            "ag-ui",
+            "builtin:demo",
+            "[routes.aap]\nname = \"demo\"\n",
+        ),
+        (
+            "ag-ui",
+            "aap",
+            "http://x:1/v1",
+            "[routes.aap_upstream]\nagent = \"demo\"\n",
+        ),
+        ("hai", "ag-ui", "http://x:1/", ""),
+    ];
+    for (client, upstream_dialect, upstream, table) in cases {
+        let mut o = flags(upstream);
+        o.client = Some(client.into());
+        o.upstream_dialect = Some(upstream_dialect.into());
+        o.agent_name = Some("demo".into());
+        o.aap_api_keys = Some("k1".into());
+        let from_flags = load(None, &o).unwrap_or_else(|e| panic!("{client}: {e}"));
+        let text = format!(
+            "[[routes]]\npath = \"/\"\nclient = \"{client}\"\nupstream = \"{upstream}\"\n\
+             upstream_dialect = \"{upstream_dialect}\"\n{table}"
+        );
+        let dir = std::env::temp_dir().join(format!("dp-same-{}-{client}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("dialect-proxy.toml");
+        std::fs::write(&path, text).unwrap();
+        let env_only = Overrides {
+            aap_api_keys: Some("k1".into()),
+            ..Overrides::default()
+        };
+        let from_file = load(Some(&path), &env_only);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let from_file = from_file.unwrap_or_else(|e| panic!("{client}: {e}"));
+        assert_eq!(
+            format!("{:?}", from_flags.routes),
+            format!("{:?}", from_file.routes),
+            "{client} -> {upstream_dialect}"
+        );
+    }
+    // The file's checks apply to the flags' route: an AAP face needs a name, under the flag's.
+    let mut o = flags("builtin:demo");
+    o.client = Some("aap".into());
+    o.agent_name = Some("  ".into());
+    assert_eq!(
+        flag_error(&o),
+        "flags: --agent-name: an AAP face needs its agent's name"
+    );
+    let err = file(
+        "[[routes]]\npath = \"/\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"  \"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:8: routes[0].aap.name: an AAP face needs its agent's name"),
+        "{err}"
+    );
+    // And the file's route-level checks name the route.
+    let err = file(
+        "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\nupstream_dialect = \"hai\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":1:1: routes[0]: the built-in demo agent speaks ag-ui, not hai"),
+        "{err}"
+    );
+    let mut o = flags("builtin:demo");
+    o.upstream_dialect = Some("hai".into());
+    assert!(flag_error(&o).starts_with("flags: route: the built-in demo agent speaks ag-ui"));
+}
+
+#[test]
+fn a_mappings_directory_overrides_the_builtin_table() {
+    let dir = std::env::temp_dir().join(format!("dp-mappings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(crate::mapping::AGUI_ALIASES_FILE),
+        "[roles]\nrobot = \"assistant\"\n",
+    )
+    .unwrap();
+    let m = load_mappings(&dir).unwrap();
+    assert!(m.agui.keys.is_empty());
+    assert!(m.agui.roles.contains_key("robot"));
+    // A bad table is one more problem of the config that names the directory.
+    std::fs::write(
+        dir.join(crate::mapping::HAI_TABLES_FILE),
+        "[events]\nFOO = \"BAR\"\n",
+    )
+    .unwrap();
+    let o = Overrides {
+        mappings: Some(dir.clone()),
+        ..flags("http://x:1/")
+    };
+    let err = load(None, &o).unwrap_err().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        err.ends_with("hai.toml: events.FOO: unknown HAI event type \"BAR\""),
+        "{err}"
+    );
+    // A directory without the file keeps the default.
+    let m = load_mappings(Path::new("/nonexistent-dir")).unwrap();
+    assert!(!m.agui.keys.is_empty());
 }

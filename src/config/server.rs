@@ -1,0 +1,104 @@
+//! The server itself: where it listens (`listen`, `admin_listen`) and how long it waits for
+//! open streams on shutdown and for a blocked client (`drain_timeout`, `stall_timeout`). Each is
+//! the flag (or its environment variable), else the file, else the default.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::limits::parse_duration;
+use super::problems::{Keys, Problems};
+use super::raw::RawConfig;
+use super::Overrides;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server-wide settings, resolved.
+pub(super) struct Server {
+    /// `None` after a problem.
+    pub listen: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
+    pub drain_timeout: Duration,
+    pub stall_timeout: Duration,
+}
+
+/// Where a setting's text came from.
+enum Given<'a> {
+    Flag(&'a str),
+    File(&'a Spanned<String>),
+}
+
+impl<'a> Given<'a> {
+    fn pick(flag: &'a Option<String>, file: &'a Option<Spanned<String>>) -> Option<Given<'a>> {
+        match (flag, file) {
+            (Some(text), _) => Some(Given::Flag(text)),
+            (None, Some(v)) => Some(Given::File(v)),
+            (None, None) => None,
+        }
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Given::Flag(text) => text,
+            Given::File(v) => v.get_ref(),
+        }
+    }
+
+    /// Reports at the file's value, or under the flag's name.
+    fn report(&self, file: &mut Problems, flags: &mut Problems, key: &str, problem: String) {
+        match self {
+            Given::Flag(_) => flags.plain(&Keys::flags().key(key), problem),
+            Given::File(v) => file.at(v.span(), key, problem),
+        }
+    }
+}
+
+pub(super) fn server(
+    file: &mut Problems,
+    flags: &mut Problems,
+    raw: &RawConfig,
+    overrides: &Overrides,
+) -> Server {
+    let mut address = |key: &str, given: &Given, example: &str| {
+        given
+            .text()
+            .parse::<SocketAddr>()
+            .map_err(|e| {
+                let problem = format!("{:?} is not an address like {example} ({e})", given.text());
+                given.report(file, flags, key, problem);
+            })
+            .ok()
+    };
+    let listen = match Given::pick(&overrides.listen, &raw.listen) {
+        Some(given) => address("listen", &given, "127.0.0.1:8080"),
+        None => address("listen", &Given::Flag(DEFAULT_LISTEN), "127.0.0.1:8080"),
+    };
+    let admin_listen = Given::pick(&overrides.admin_listen, &raw.admin_listen)
+        .and_then(|given| address("admin_listen", &given, "127.0.0.1:9901"));
+    let mut duration = |key: &str, flag, raw, default| match Given::pick(flag, raw) {
+        None => default,
+        Some(given) => parse_duration(given.text()).unwrap_or_else(|e| {
+            given.report(file, flags, key, e);
+            default
+        }),
+    };
+    Server {
+        listen,
+        admin_listen,
+        drain_timeout: duration(
+            "drain_timeout",
+            &overrides.drain_timeout,
+            &raw.drain_timeout,
+            DEFAULT_DRAIN_TIMEOUT,
+        ),
+        stall_timeout: duration(
+            "stall_timeout",
+            &overrides.stall_timeout,
+            &raw.stall_timeout,
+            DEFAULT_STALL_TIMEOUT,
+        ),
+    }
+}

@@ -1,0 +1,57 @@
+//! `[sessions]`: the bounds of the AAP session store.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::limits::parse_duration;
+use super::problems::Problems;
+use crate::session::SessionLimits;
+
+/// `[sessions]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSessions {
+    max_sessions: Option<Spanned<u64>>,
+    max_history_bytes: Option<Spanned<u64>>,
+    idle_timeout: Option<Spanned<String>>,
+    page_size: Option<Spanned<u64>>,
+}
+
+pub(super) fn sessions(p: &mut Problems, raw: &RawSessions) -> SessionLimits {
+    let mut limits = SessionLimits::default();
+    let counts = [
+        (
+            "sessions.max_sessions",
+            &raw.max_sessions,
+            &mut limits.max_sessions,
+            1,
+        ),
+        (
+            "sessions.max_history_bytes",
+            &raw.max_history_bytes,
+            &mut limits.max_history_bytes,
+            1024,
+        ),
+        (
+            "sessions.page_size",
+            &raw.page_size,
+            &mut limits.page_size,
+            1,
+        ),
+    ];
+    for (key, value, slot, min) in counts {
+        if let Some(v) = value {
+            match usize::try_from(*v.get_ref()) {
+                Ok(n) if n >= min => *slot = n,
+                _ => p.at(v.span(), key, format!("must be at least {min}")),
+            }
+        }
+    }
+    if let Some(v) = &raw.idle_timeout {
+        match parse_duration(v.get_ref()) {
+            Ok(d) => limits.idle_timeout = d,
+            Err(e) => p.at(v.span(), "sessions.idle_timeout", e),
+        }
+    }
+    limits
+}
