@@ -81,6 +81,59 @@ pub enum ErrorCode {
     ConfirmationUnavailable,
 }
 
+/// Declares [`ErrorCode::ALL`] from a list of the variants (a tuple variant with an example
+/// value), and from the same list a `match` without a `_` arm: a variant missing from the list
+/// does not compile (non-exhaustive patterns), one listed twice is an unreachable pattern.
+macro_rules! every_code {
+    ($($variant:ident $(($example:expr))?),+ $(,)?) => {
+        impl ErrorCode {
+            /// Every code, each variant once (`UpstreamHttp` with a sample status). Complete
+            /// by construction, see `every_code!`.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant $(($example))?),+];
+        }
+
+        #[deny(unreachable_patterns)]
+        const _: () = {
+            let _ = |code: ErrorCode| match code {
+                $(ErrorCode::$variant { .. } => {})+
+            };
+        };
+    };
+}
+
+// A new variant goes here too; the compiler refuses it otherwise.
+every_code![
+    InvalidRequest,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    RequestTimeout,
+    UpstreamUnavailable,
+    UpstreamHttp(503),
+    UpstreamHeadersTimeout,
+    UpstreamIdleTimeout,
+    UpstreamTruncated,
+    UpstreamMalformed,
+    UpstreamEventTooLarge,
+    InvalidToolArgs,
+    UpstreamLimitExceeded,
+    GatewayShutdown,
+    NotImplemented,
+    Unauthorized,
+    TurnInProgress,
+    SessionLimit,
+    StoreUnavailable,
+    HistoryLimitExceeded,
+    IncompleteToolResults,
+    UnknownToolCall,
+    HistoryDiverged,
+    AapError,
+    AapVersionUnsupported,
+    AapSessionNotFound,
+    AapAgentNotFound,
+    ConfirmationUnavailable,
+];
+
 impl ErrorCode {
     /// The wire string (`"UPSTREAM_IDLE_TIMEOUT"`, `"UPSTREAM_HTTP_503"`).
     pub fn as_str(self) -> Cow<'static, str> {
@@ -234,35 +287,9 @@ impl Failure {
 mod tests {
     use super::*;
 
-    const ALL: &[ErrorCode] = &[
-        ErrorCode::InvalidRequest,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::RequestTimeout,
-        ErrorCode::UpstreamUnavailable,
-        ErrorCode::UpstreamHttp(503),
-        ErrorCode::UpstreamHeadersTimeout,
-        ErrorCode::UpstreamIdleTimeout,
-        ErrorCode::UpstreamTruncated,
-        ErrorCode::UpstreamMalformed,
-        ErrorCode::UpstreamEventTooLarge,
-        ErrorCode::InvalidToolArgs,
-        ErrorCode::UpstreamLimitExceeded,
-        ErrorCode::GatewayShutdown,
-        ErrorCode::NotImplemented,
-        ErrorCode::Unauthorized,
-        ErrorCode::TurnInProgress,
-        ErrorCode::SessionLimit,
-        ErrorCode::StoreUnavailable,
-        ErrorCode::HistoryLimitExceeded,
-        ErrorCode::IncompleteToolResults,
-        ErrorCode::UnknownToolCall,
-    ];
-
     #[test]
     fn every_code_has_a_wire_string_status_and_fault() {
-        for &code in ALL {
+        for &code in ErrorCode::ALL {
             let s = code.as_str();
             assert!(s
                 .chars()
@@ -275,6 +302,14 @@ mod tests {
         }
         assert_eq!(ErrorCode::UpstreamHttp(503).as_str(), "UPSTREAM_HTTP_503");
         assert_eq!(ErrorCode::UpstreamHttp(503).label(), "UPSTREAM_HTTP");
+    }
+
+    #[test]
+    fn every_code_has_its_own_label() {
+        let mut labels: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.label()).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), ErrorCode::ALL.len(), "{labels:?}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! legal 1.0 run in canonical framing. Request bodies get the same treatment and must either
 //! parse or be refused with `INVALID_REQUEST`.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -205,7 +205,7 @@ fn mutated_requests_parse_or_are_refused() {
 }
 
 /// Structured random streams (see `support::random`): whatever comes out must satisfy the 1.0
-/// client's rules. `tests/real_client.rs` feeds a sample of the same streams to the real client.
+/// client's rules. `tests/it/real_client.rs` feeds a sample of the same streams to the real client.
 #[test]
 fn random_structured_streams_satisfy_the_client_rules() {
     let mut rng = Rng(0xA6_01);

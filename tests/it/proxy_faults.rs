@@ -1,7 +1,7 @@
 //! Upstream faults after the response headers, heartbeats, and cancellation on client disconnect
 //! (streaming.md §5–§7, agui.md §6). Everything runs over real TCP against the real binary.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{

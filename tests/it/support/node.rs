@@ -25,8 +25,15 @@ pub fn node_script(script: &str) -> Command {
 }
 
 /// Runs `npm ci` in `tests/node/` unless every dependency its `package.json` declares is
-/// installed. A no-op when `.ci/run` has installed them already.
+/// installed. A no-op when `.ci/run` has installed them already. Once per test process: every
+/// caller shares the first outcome, so two tests never run `npm ci` at the same time.
 pub fn provision_node() -> Result<(), String> {
+    static PROVISIONED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROVISIONED.get_or_init(install_node).clone()
+}
+
+/// The work of [`provision_node`].
+fn install_node() -> Result<(), String> {
     let modules = node_dir().join("node_modules");
     let installed = declared_dependencies()?
         .iter()
@@ -40,10 +47,9 @@ pub fn provision_node() -> Result<(), String> {
     succeed(&mut npm, INSTALL_PATIENCE)
 }
 
-/// [`provision_node`] once per test binary; panics with the installer's output when it failed.
+/// [`provision_node`]; panics with the installer's output when it failed.
 pub fn ensure_node() {
-    static PROVISIONED: OnceLock<Result<(), String>> = OnceLock::new();
-    if let Err(problem) = PROVISIONED.get_or_init(provision_node) {
+    if let Err(problem) = provision_node() {
         panic!(
             "the Node tools in {} are not installed and installing them failed:\n{problem}",
             node_dir().display()

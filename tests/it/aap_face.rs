@@ -10,9 +10,9 @@
 //! (truncated stream, HTTP 500) with what the scripted AG-UI upstream received.
 //!
 //! Every gateway here is spawned through `support::aap` (one test sets an environment variable
-//! for its child, see `spawn_gateway_with_env`).
+//! for its child only, see `spawn_gateway_with_env`).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -27,8 +27,15 @@ pub fn python_script(script: &str) -> PathBuf {
 }
 
 /// Creates the venv and installs `tests/python/requirements.txt` unless `ag_ui.core` and
-/// `pydantic` import already. A no-op when `.ci/run` has installed them.
+/// `pydantic` import already. A no-op when `.ci/run` has installed them. Once per test process:
+/// every caller shares the first outcome, so two tests never build the venv at the same time.
 pub fn provision_python() -> Result<(), String> {
+    static PROVISIONED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROVISIONED.get_or_init(install_python).clone()
+}
+
+/// The work of [`provision_python`].
+fn install_python() -> Result<(), String> {
     let importable = || {
         let mut check = Command::new(python());
         check.args(["-c", "import ag_ui.core, pydantic"]);
@@ -66,10 +73,9 @@ pub fn provision_python() -> Result<(), String> {
     }
 }
 
-/// [`provision_python`] once per test binary; panics with the installer's output when it failed.
+/// [`provision_python`]; panics with the installer's output when it failed.
 pub fn ensure_python() {
-    static PROVISIONED: OnceLock<Result<(), String>> = OnceLock::new();
-    if let Err(problem) = PROVISIONED.get_or_init(provision_python) {
+    if let Err(problem) = provision_python() {
         panic!(
             "the Python SDK venv {} is not installed and installing it failed:\n{problem}",
             root().join("target/pyenv").display()

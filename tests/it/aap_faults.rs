@@ -27,7 +27,7 @@
 //! No timing assertions: sleeps only keep an upstream busy. Every gateway is spawned through
 //! `support::aap`.
 
-mod support;
+use crate::support;
 
 use std::{net::SocketAddr, time::Duration};
 

@@ -27,10 +27,10 @@
 //! with `metadata.aap.title`, and `confirmAction` comes last in `tools`.
 //!
 //! The Node and Python dependencies are installed on first use when missing (as for
-//! `tests/real_client.rs`); a failed install fails the test, it is never skipped. The requests
+//! `tests/it/real_client.rs`); a failed install fails the test, it is never skipped. The requests
 //! are kept in `target/real-client/aap-upstream-requests/requests.jsonl`.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

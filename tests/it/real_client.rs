@@ -13,18 +13,18 @@
 //! - `random_streams_after_translation_pass_the_real_client`: random vendor streams after the
 //!   gateway's pipeline, checked offline by both real clients.
 //!
-//! The Node and Python dependencies are installed on first use (once per test binary) when they
+//! The Node and Python dependencies are installed on first use (once per test process) when they
 //! are missing; a failed install fails the tests, they are never skipped. Scratch files (request
 //! files, captures) go to `target/real-client/`.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::{HashMap, VecDeque},
     panic::{catch_unwind, AssertUnwindSafe},
     path::{Path, PathBuf},
     process::Command,
-    sync::{Mutex, OnceLock},
+    sync::Mutex,
     thread,
     time::Duration,
 };
@@ -58,15 +58,11 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Installs what the validators need, once per test binary; panics with the installer's output
-/// when that fails. A no-op when `.ci/run` has already installed both.
+/// Installs what the validators need, once per test process (`support::node` and
+/// `support::python` share one install with the other modules); panics with the installer's
+/// output when that fails. A no-op when `.ci/run` has already installed both.
 fn provision() {
-    static PROVISIONED: OnceLock<Result<(), String>> = OnceLock::new();
-    let result = PROVISIONED.get_or_init(|| {
-        provision_node()?;
-        provision_python()
-    });
-    if let Err(problem) = result {
+    if let Err(problem) = provision_node().and_then(|()| provision_python()) {
         panic!("real-client validators are not installed and installing them failed:\n{problem}");
     }
 }
@@ -799,7 +795,7 @@ fn fixtures_through_gateway(set: FixtureSet) {
     }
 }
 
-/// Random vendor streams (`support::random`, the generator `tests/robustness.rs` runs thousands
+/// Random vendor streams (`support::random`, the generator `tests/it/robustness.rs` runs thousands
 /// of times against the Rust checker) translated by the gateway's pipeline: a sample goes to the
 /// real client and the Python SDK, so the checker and the real thing are seen to agree.
 #[test]

@@ -2,7 +2,7 @@
 //! failures before headers, response headers and byte-level SSE framing, header forwarding, and
 //! the built-in demo agent. Real binary, real TCP.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{

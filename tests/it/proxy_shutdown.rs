@@ -2,7 +2,7 @@
 //! streams finish within the drain timeout, ends the rest with a `GATEWAY_SHUTDOWN` terminal
 //! event (never a cut connection), and exits.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

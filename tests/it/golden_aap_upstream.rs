@@ -7,7 +7,7 @@
 //! `"message": "*"` in an expected event stands for any message text (gateway errors word
 //! their messages freely; the code is what clients act on).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The admin listener: liveness, readiness and Prometheus metrics that reflect real streams.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{run_input, send, Gateway, Request, Script, ScriptedUpstream};

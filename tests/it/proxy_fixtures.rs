@@ -3,7 +3,7 @@
 //! must receive `: ok` followed by exactly the bytes the offline pipeline produces — which
 //! `golden_agui.rs` proves equal to the hand-written expected stream.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

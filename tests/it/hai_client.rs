@@ -14,7 +14,7 @@
 //! The Node dependencies are installed on first use when missing (`support::node`); a failed
 //! install fails the tests. Scratch files (request bodies, captures) go to `target/hai-client/`.
 
-mod support;
+use crate::support;
 
 use std::{
     ffi::OsString,

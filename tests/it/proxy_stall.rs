@@ -2,7 +2,7 @@
 //! the gateway's writes block; after `--stall-timeout` the gateway gives the client up and
 //! closes the upstream connection instead of holding it forever.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{run_input, Conn, Gateway, Request, Script, ScriptedUpstream, PATIENCE};

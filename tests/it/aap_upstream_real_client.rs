@@ -22,7 +22,7 @@
 //! when missing (a failed install fails the tests); captures of each run go to
 //! `target/real-client/aap-upstream/<test>/`.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},

@@ -4,7 +4,7 @@
 //! valid AG-UI 1.0 run) and what the agent was sent (each message exactly once, no confirm
 //! calls, no violation of the AAP rules).
 
-mod support;
+use crate::support;
 
 use dialect_proxy::event::Event;
 use dialect_proxy::pipeline::verify::verify_run;

@@ -1,7 +1,8 @@
 //! Black-box integration harness: a scripted upstream agent, the real gateway binary, and an
 //! incremental SSE client, all talking over real TCP on 127.0.0.1 (STYLE.md §6).
 //!
-//! Declared from each test file with `mod support;`. Not every test file uses every helper.
+//! Declared once, in `tests/it/main.rs`; the test modules `use crate::support;`. Not every
+//! module uses every helper.
 #![allow(dead_code, unused_imports)]
 
 pub mod aap;

@@ -19,10 +19,7 @@
 use std::{
     net::SocketAddr,
     path::PathBuf,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        PoisonError, RwLock,
-    },
+    sync::atomic::{AtomicUsize, Ordering},
 };
 
 use serde_json::{json, Map, Value};
@@ -634,24 +631,15 @@ pub fn tool_spec(name: &str, description: &str) -> Value {
            "parameters": {"type": "object", "properties": {}}})
 }
 
-/// Guards the environment of spawned gateways: [`spawn_gateway_with_env`] sets a variable only
-/// while no other gateway of this test binary is being spawned. Every gateway of a test file
-/// that uses it must be spawned through these helpers.
-static SPAWN_ENV: RwLock<()> = RwLock::new(());
-
-/// [`Gateway::spawn`], never while [`spawn_gateway_with_env`] has changed the environment.
+/// [`Gateway::spawn`]; the gateway helper of the AAP tests.
 pub fn spawn_gateway(args: &[&str]) -> Gateway {
-    let _shared = SPAWN_ENV.read().unwrap_or_else(PoisonError::into_inner);
     Gateway::spawn(args)
 }
 
-/// [`Gateway::spawn`] with the environment variable `name` set to `value` for the child.
+/// [`Gateway::spawn`] with the environment variable `name` set to `value` for the child only:
+/// the environment of the test process, which every test shares, is never changed.
 pub fn spawn_gateway_with_env(args: &[&str], name: &str, value: &str) -> Gateway {
-    let _alone = SPAWN_ENV.write().unwrap_or_else(PoisonError::into_inner);
-    std::env::set_var(name, value);
-    let spawned = std::panic::catch_unwind(|| Gateway::spawn(args));
-    std::env::remove_var(name);
-    spawned.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    Gateway::spawn_with_env(args, &[(name, value)])
 }
 
 /// Writes `toml` to a fresh file, runs `dialect-proxy serve --config <file>`, and removes the

@@ -9,7 +9,7 @@
 //!
 //! Gateway clock: fixed at [`CLOCK`], which the fixtures use for stamped events.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@
 //! create bodies and the violations recorded, every quirk of `TurnReply`, raw status replies,
 //! keep-alive, and a peer that leaves a stalled stream.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Upstream framings other than SSE (dialects.md row 18): NDJSON bodies are read line by line;
 //! a protobuf answer is refused before the stream, with a reason.
 
-mod support;
+use crate::support;
 
 use support::{
     assert_run_envelope, event_types, run_input, send, Gateway, Request, Script, ScriptedUpstream,

@@ -2,7 +2,7 @@
 //! (hand-written from `specs/aap.md` and `translation.md` §4.2, §5, §6.2, §7), each in the three
 //! stream modes of a turn, plus the wire framing of every AAP event written.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

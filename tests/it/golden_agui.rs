@@ -2,7 +2,7 @@
 //! documents and `specs/dialects.md`. Each case is run whole and fed one byte at a time; both
 //! must equal the expected stream event for event (JSON values) with canonical framing.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

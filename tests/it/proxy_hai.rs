@@ -2,7 +2,7 @@
 //! receives, what the client receives, the confirm-tool round trip (§6 C1), and the core
 //! fault cases rendered in HAI (`streaming.md` §5–§7).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{

@@ -30,12 +30,19 @@ impl Gateway {
     /// Runs `dialect-proxy serve --listen 127.0.0.1:0 <args...>` and waits for the listening line.
     /// Synchronous: it blocks the calling thread for at most the startup timeout.
     pub fn spawn(args: &[&str]) -> Gateway {
+        Gateway::spawn_with_env(args, &[])
+    }
+
+    /// [`Gateway::spawn`] with the environment variables `env` set for the child only (the test
+    /// process's environment, shared by every test, is left alone).
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let mut full: Vec<String> = vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()];
         full.extend(args.iter().map(|a| a.to_string()));
 
         let inherit = std::env::var("DIALECT_PROXY_TEST_STDERR").is_ok_and(|v| v == "inherit");
         let mut child = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
             .args(&full)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(if inherit {

@@ -2,7 +2,7 @@
 //! clients: streams work as on HTTP/1.1, several run at once on one connection, and resetting a
 //! stream cancels its upstream.
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

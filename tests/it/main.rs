@@ -1,0 +1,37 @@
+//! The integration tests, one module per area (`aap_face`, `proxy_http`, `real_client`, …), and
+//! the black-box harness they share (`support`: a scripted upstream, the real gateway binary, SSE
+//! and AAP clients, the Node and Python validators).
+//!
+//! One test binary rather than one per file: `support` is compiled once instead of once per
+//! file, and linked once. The tests of all modules share one
+//! process, so shared state lives in `support` (the Node and Python installs happen once
+//! behind a `OnceLock`) and no test changes the process environment or working directory.
+//! Run one area with `cargo test --test it aap_face::`.
+
+mod support;
+
+mod aap_agent_selftest;
+mod aap_face;
+mod aap_faults;
+mod aap_upstream;
+mod aap_upstream_real_client;
+mod aap_upstream_requests;
+mod admin;
+mod golden_aap;
+mod golden_aap_upstream;
+mod golden_agui;
+mod golden_hai;
+mod hai_client;
+mod layering;
+mod proxy_faults;
+mod proxy_fixtures;
+mod proxy_framing;
+mod proxy_h2;
+mod proxy_hai;
+mod proxy_http;
+mod proxy_shutdown;
+mod proxy_stall;
+mod real_client;
+mod robustness;
+mod shipped_configs;
+mod translate_cli;
