@@ -12,8 +12,6 @@ use std::sync::OnceLock;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{forward_to_deserialize_any, Deserialize, Deserializer};
 
-use super::part::PartError;
-
 /// One value of the file. `span` is `None` where the TOML parser gives none (a table created
 /// implicitly by a dotted key or header); it is then taken from the key or the enclosing value.
 #[derive(Debug, Clone)]
@@ -247,3 +245,74 @@ impl<'de> Visitor<'de> for TreeVisitor {
 fn bare(value: Value) -> Node {
     Node { span: None, value }
 }
+
+/// Why a part of the file could not be read: serde's message, where, and the key path below
+/// the part.
+#[derive(Debug)]
+pub(super) struct PartError {
+    pub message: String,
+    pub span: Option<Range<usize>>,
+    /// Innermost first.
+    path: Vec<Segment>,
+}
+
+#[derive(Debug)]
+pub(super) enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl PartError {
+    /// Places the error at `span` unless an inner value already placed it.
+    pub fn at(mut self, span: Range<usize>) -> PartError {
+        self.span.get_or_insert(span);
+        self
+    }
+
+    pub(super) fn under(mut self, segment: Segment) -> PartError {
+        self.path.push(segment);
+        self
+    }
+
+    /// An unknown key of a table whose keys are `expected`.
+    pub fn unknown_key(entry: &Entry, expected: &'static [&'static str]) -> PartError {
+        let e: PartError = de::Error::unknown_field(&entry.key, expected);
+        let span = entry.key_span.clone().or_else(|| entry.node.span.clone());
+        PartError { span, ..e }.under(Segment::Key(entry.key.clone()))
+    }
+
+    /// The failing key as the file spells it, below the part's own key `part`
+    /// (`routes[1]` + `.limits.idle_timeout`).
+    pub fn key(&self, part: &str) -> String {
+        let mut key = part.to_owned();
+        for segment in self.path.iter().rev() {
+            match segment {
+                Segment::Key(k) if key.is_empty() => key.push_str(k),
+                Segment::Key(k) => {
+                    key.push('.');
+                    key.push_str(k);
+                }
+                Segment::Index(i) => key.push_str(&format!("[{i}]")),
+            }
+        }
+        key
+    }
+}
+
+impl de::Error for PartError {
+    fn custom<T: fmt::Display>(msg: T) -> PartError {
+        PartError {
+            message: msg.to_string(),
+            span: None,
+            path: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for PartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PartError {}

@@ -2,14 +2,13 @@
 //! one [`Node`] of the spanned tree, whose errors carry the innermost place and the key path
 //! below the part. Fields typed `toml::Spanned<T>` keep their spans through it.
 
-use std::fmt;
 use std::ops::Range;
 
 use serde::de::value::{BorrowedStrDeserializer, StrDeserializer};
 use serde::de::{self, DeserializeOwned, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::{forward_to_deserialize_any, Deserializer};
 
-use super::document::{is_spanned, Entry, Node, Value};
+use super::document::{is_spanned, Entry, Node, PartError, Segment, Value};
 
 /// Reads `node` (found at `at`) as a `T`.
 pub(super) fn read<T: DeserializeOwned>(node: &Node, at: Range<usize>) -> Result<T, PartError> {
@@ -44,77 +43,6 @@ fn unexpected(value: &Value) -> de::Unexpected<'_> {
         Value::Table(_) => de::Unexpected::Map,
     }
 }
-
-/// Why a part of the file could not be read: serde's message, where, and the key path below
-/// the part.
-#[derive(Debug)]
-pub(super) struct PartError {
-    pub message: String,
-    pub span: Option<Range<usize>>,
-    /// Innermost first.
-    path: Vec<Segment>,
-}
-
-#[derive(Debug)]
-enum Segment {
-    Key(String),
-    Index(usize),
-}
-
-impl PartError {
-    /// Places the error at `span` unless an inner value already placed it.
-    pub fn at(mut self, span: Range<usize>) -> PartError {
-        self.span.get_or_insert(span);
-        self
-    }
-
-    fn under(mut self, segment: Segment) -> PartError {
-        self.path.push(segment);
-        self
-    }
-
-    /// An unknown key of a table whose keys are `expected`.
-    pub fn unknown_key(entry: &Entry, expected: &'static [&'static str]) -> PartError {
-        let e: PartError = de::Error::unknown_field(&entry.key, expected);
-        let span = entry.key_span.clone().or_else(|| entry.node.span.clone());
-        PartError { span, ..e }.under(Segment::Key(entry.key.clone()))
-    }
-
-    /// The failing key as the file spells it, below the part's own key `part`
-    /// (`routes[1]` + `.limits.idle_timeout`).
-    pub fn key(&self, part: &str) -> String {
-        let mut key = part.to_owned();
-        for segment in self.path.iter().rev() {
-            match segment {
-                Segment::Key(k) if key.is_empty() => key.push_str(k),
-                Segment::Key(k) => {
-                    key.push('.');
-                    key.push_str(k);
-                }
-                Segment::Index(i) => key.push_str(&format!("[{i}]")),
-            }
-        }
-        key
-    }
-}
-
-impl de::Error for PartError {
-    fn custom<T: fmt::Display>(msg: T) -> PartError {
-        PartError {
-            message: msg.to_string(),
-            span: None,
-            path: Vec::new(),
-        }
-    }
-}
-
-impl fmt::Display for PartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for PartError {}
 
 /// Deserializes one node; errors carry the innermost span and the key path below `node`.
 struct NodeDe<'a> {

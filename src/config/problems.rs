@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::part::PartError;
+use super::document::PartError;
 
 /// The problems of one origin: the config file (with its text, for positions) or the flags.
 pub(super) struct Problems<'a> {

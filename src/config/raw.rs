@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
 
+use super::document::PartError;
 use super::document::{self, Entry};
 use super::limits::RawLimits;
-use super::part::{self, PartError};
+use super::part;
 use super::problems::{syntax, Problems};
 use super::routes::RawRoute;
 use super::sessions::RawSessions;
