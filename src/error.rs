@@ -2,7 +2,9 @@
 //! place that decides how each is rendered: HTTP status before the body starts, a terminal
 //! `RUN_ERROR` code after it, a metric label, and whose fault it was.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper (`http::StatusCode` is plain data).
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
+//! (`http::StatusCode` is the `http` crate's plain data, not the `http` module.)
 
 use std::borrow::Cow;
 use std::fmt;

@@ -7,7 +7,8 @@
 //! escaping is written by serde_json itself. What this module accepts, serde_json parses to
 //! the same values, and what it writes is byte for byte what serde_json writes (tested).
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 use std::borrow::Cow;
 

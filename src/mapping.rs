@@ -3,7 +3,9 @@
 //! replaces them at start-up (`config` reads the directory and hands over the texts), and
 //! `check` validates them.
 //!
-//! Pure: no I/O. Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`). The
+//! caller reads the files and hands the texts over.
 
 use std::collections::HashMap;
 use std::sync::Arc;

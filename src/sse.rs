@@ -16,7 +16,8 @@
 //! Allocation: a single-line `data:` value is a zero-copy slice of the read buffer; only
 //! multi-line data is joined into a new buffer.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;

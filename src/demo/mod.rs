@@ -37,7 +37,8 @@
 //! stumbled on; a body over [`MAX_REQUEST_BYTES`] answers `413` (`PAYLOAD_TOO_LARGE`); any
 //! other method answers `405` (`METHOD_NOT_ALLOWED`) with the same shape.
 //!
-//! Must not import `proxy`, `aap` or `session`: the gateway uses the agent, not the reverse.
+//! Must not import `http`, `adapters`, `server` or `session`: the gateway uses the agent, not
+//! the reverse.
 
 pub mod script;
 

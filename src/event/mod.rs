@@ -6,7 +6,8 @@
 //! Fields a type does not know are kept in an `extra` map, so nothing a newer producer adds
 //! is lost before a writer decides what to do with it.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 mod diag;
 mod history;

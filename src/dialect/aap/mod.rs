@@ -1,13 +1,15 @@
-//! AAP v3 (`specs/aap.md`): the wire types both sides share (`types`), the message conversions
-//! (`history`) and the writer that turns a canonical run into an AAP turn (`write`). The REST
-//! face that serves sessions and turns lives in `crate::aap`; the session store in
-//! `crate::session`.
+//! AAP v3 (`specs/aap.md`) as a wire codec: the wire types both sides share (`types`), the
+//! message conversions (`history`), the reader of an AAP agent's turns (`read`, with the
+//! `fingerprint`s of what the agent has seen), and the writer that turns a canonical run into
+//! an AAP client's turn (`write`, over the run's `transcript`). Sessions, turns and thread
+//! records are the adapters' (`crate::adapters::aap_server`, `crate::adapters::aap_client`),
+//! which build pipelines with these types and read their results.
 //!
 //! AAP has no message ids, no run ids and no argument streaming: what AAP cannot carry is
-//! recovered from the run's transcript (`translate::transcript`), which is also what the
-//! session keeps.
+//! recovered from the run's transcript, which is also what the AAP face's session keeps.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 pub mod fingerprint;
 pub mod history;

@@ -1,7 +1,8 @@
 //! AG-UI over SSE: the lenient reader (`read`), the request reader (`request`) and the strict
 //! 1.0 writer (`write`). `specs/agui.md`, `specs/dialects.md`.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 mod args;
 pub(crate) mod chunks;

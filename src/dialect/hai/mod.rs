@@ -9,7 +9,8 @@
 //! What has no AG-UI meaning travels as `CUSTOM hai.*` events and `metadata.hai` (§3.5), so a
 //! HAI stream survives an AG-UI hop intact.
 //!
-//! Must not import `proxy`, `aap`, `session` or hyper.
+//! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
+//! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 mod business;
 mod history;
