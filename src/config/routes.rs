@@ -212,12 +212,14 @@ fn check_dialects(
     upstream_dialect: Dialect,
     upstream: Option<&Upstream>,
 ) {
-    if upstream_dialect == Dialect::Aap && client == Dialect::Aap {
-        p.at(
-            at.clone(),
-            &keys.whole(),
-            "aap clients in front of aap upstreams are not supported by this build (an AAP agent can be reached directly)".into(),
-        );
+    // The registry decides which pairs translate.
+    if let Err(unsupported) = crate::dialect::check_pair(upstream_dialect, client) {
+        let message = if client == Dialect::Aap {
+            "aap clients in front of aap upstreams are not supported by this build (an AAP agent can be reached directly)".into()
+        } else {
+            unsupported.to_string()
+        };
+        p.at(at.clone(), &keys.whole(), message);
     }
     if upstream == Some(&Upstream::BuiltinDemo) && upstream_dialect != Dialect::AgUi {
         p.at(
