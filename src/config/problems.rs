@@ -102,7 +102,7 @@ impl<'a> Problems<'a> {
 
 /// A TOML syntax error, which ends the reading of the file: `file:line:column: problem`, then
 /// the line.
-pub(super) fn syntax(origin: &str, text: &str, e: &toml::de::Error) -> String {
+pub(super) fn syntax(origin: &str, text: &str, e: &toml_edit::TomlError) -> String {
     let message = e.message().trim_end();
     match e.span() {
         Some(span) => {
