@@ -2,7 +2,7 @@
 //! [`Config`] (`STYLE.md` §5). Only `Config` leaves this module; a bad file is reported with
 //! file, line, column and key, every problem at once.
 //!
-//! The file is read into `raw::RawConfig` (serde, spans kept; `document` and `part`), then
+//! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
 //! `dialects`, `aap_face`, [`aap_client`]), `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
@@ -18,7 +18,6 @@ use crate::session::SessionLimits;
 pub mod aap_client;
 mod aap_face;
 mod dialects;
-mod document;
 mod flags;
 mod limits;
 mod mappings;

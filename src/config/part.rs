@@ -1,276 +1,195 @@
-//! Reading one part of the file (a top-level value, one route) with serde: a deserializer over
-//! one [`Node`] of the spanned tree, whose errors carry the innermost place and the key path
-//! below the part. Fields typed `toml::Spanned<T>` keep their spans through it.
+//! Reading one part of the file (a top-level value, one route) with serde, so that a part serde
+//! cannot read does not hide the others.
+//!
+//! `toml_edit` parses the file once ([`ImDocument`], which keeps the byte range of every key and
+//! value) and deserializes each part from its own item; its errors carry the innermost range
+//! (`toml_edit::de::Error::span`), and fields typed `toml::Spanned<T>` get their ranges from it.
+//! `serde_path_to_error` gives the key path below the part.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::OnceLock;
 
-use serde::de::value::{BorrowedStrDeserializer, StrDeserializer};
-use serde::de::{self, DeserializeOwned, IntoDeserializer, MapAccess, SeqAccess, Visitor};
-use serde::{forward_to_deserialize_any, Deserializer};
+use serde::de::{self, DeserializeOwned, IntoDeserializer};
+use serde_path_to_error::Segment;
+use toml::Spanned;
+use toml_edit::{DocumentMut, ImDocument, Item, Key, Table, Value};
 
-use super::document::{is_spanned, Entry, Node, PartError, Segment, Value};
-
-/// Reads `node` (found at `at`) as a `T`.
-pub(super) fn read<T: DeserializeOwned>(node: &Node, at: Range<usize>) -> Result<T, PartError> {
-    T::deserialize(NodeDe { node, at })
+/// Reads a top-level `key = item` as a `T`.
+///
+/// The entry is deserialized from a document of its own that holds only it, whatever kind of
+/// item it is (a value, a table, an array of tables): an error `toml_edit` cannot place more
+/// precisely is placed at the item, else at its key, as for any entry of a table.
+pub(super) fn entry<T: DeserializeOwned>(key: &Key, item: &Item) -> Result<T, PartError> {
+    let mut root = Table::new();
+    root.insert_formatted(key, item.clone());
+    let fallback = item.span().or_else(|| key.span());
+    let one: BTreeMap<String, T> =
+        track(toml_edit::de::Deserializer::from(DocumentMut::from(root)))
+            .map_err(|e| e.below_entry().at(fallback.clone()))?;
+    one.into_values()
+        .next()
+        .ok_or_else(|| PartError::new("the value is missing".into(), fallback))
 }
 
-/// The items of an array, each with its place; else a type error.
-pub(super) fn items<'a>(
-    node: &'a Node,
-    at: &Range<usize>,
-) -> Result<Vec<(Range<usize>, &'a Node)>, PartError> {
-    match &node.value {
-        Value::Array(items) => Ok(items
+/// The elements of an array of tables (`[[routes]]`) or of an array (`routes = [{ … }]`): each
+/// a table or a value. Anything else is a type error.
+pub(super) fn elements(key: &Key, item: &Item) -> Result<Vec<Item>, PartError> {
+    match item {
+        Item::ArrayOfTables(tables) => Ok(tables.iter().cloned().map(Item::Table).collect()),
+        Item::Value(Value::Array(values)) => Ok(values.iter().cloned().map(Item::Value).collect()),
+        other => {
+            let e: de::value::Error =
+                de::Error::invalid_type(unexpected(other), &"an array of tables");
+            Err(PartError::new(
+                e.to_string(),
+                other.span().or_else(|| key.span()),
+            ))
+        }
+    }
+}
+
+/// Reads one element of [`elements`] as a `T`.
+pub(super) fn element<T: DeserializeOwned>(item: Item) -> Result<T, PartError> {
+    let span = item.span();
+    match item {
+        // A table is deserialized as the root of a document of its own; its range is kept.
+        Item::Table(table) => track(toml_edit::de::Deserializer::from(DocumentMut::from(table))),
+        other => match other.into_value() {
+            Ok(value) => track(value.into_deserializer()),
+            Err(_) => Err(PartError::new("the value is missing".into(), None)),
+        },
+    }
+    .map_err(|e| e.at(span))
+}
+
+/// What serde is told a value is, in a type error: a date or time is a map, as `toml_edit`
+/// hands it over.
+fn unexpected(item: &Item) -> de::Unexpected<'_> {
+    match item {
+        Item::Value(Value::String(s)) => de::Unexpected::Str(s.value()),
+        Item::Value(Value::Integer(i)) => de::Unexpected::Signed(*i.value()),
+        Item::Value(Value::Float(f)) => de::Unexpected::Float(*f.value()),
+        Item::Value(Value::Boolean(b)) => de::Unexpected::Bool(*b.value()),
+        Item::Value(Value::Array(_)) | Item::ArrayOfTables(_) => de::Unexpected::Seq,
+        Item::Value(Value::Datetime(_) | Value::InlineTable(_)) | Item::Table(_) => {
+            de::Unexpected::Map
+        }
+        Item::None => de::Unexpected::Unit,
+    }
+}
+
+/// Deserializes a `T` from `toml_edit`, keeping the key path of an error.
+fn track<'de, D, T>(deserializer: D) -> Result<T, PartError>
+where
+    D: serde::Deserializer<'de, Error = toml_edit::de::Error>,
+    T: serde::Deserialize<'de>,
+{
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e
+            .path()
             .iter()
-            .map(|item| (item.span.clone().unwrap_or_else(|| at.clone()), item))
-            .collect()),
-        other => Err(de::Error::invalid_type(
-            unexpected(other),
-            &"an array of tables",
-        )),
-    }
-    .map_err(|e: PartError| e.at(at.clone()))
-}
-
-fn unexpected(value: &Value) -> de::Unexpected<'_> {
-    match value {
-        Value::String(s) => de::Unexpected::Str(s),
-        Value::Integer(i) => de::Unexpected::Signed(*i),
-        Value::Float(f) => de::Unexpected::Float(*f),
-        Value::Boolean(b) => de::Unexpected::Bool(*b),
-        Value::Array(_) => de::Unexpected::Seq,
-        Value::Table(_) => de::Unexpected::Map,
-    }
-}
-
-/// Deserializes one node; errors carry the innermost span and the key path below `node`.
-struct NodeDe<'a> {
-    node: &'a Node,
-    at: Range<usize>,
-}
-
-impl<'de> Deserializer<'de> for NodeDe<'_> {
-    type Error = PartError;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, PartError> {
-        let at = self.at;
-        match &self.node.value {
-            Value::String(s) => visitor.visit_str(s),
-            Value::Integer(i) => visitor.visit_i64(*i),
-            Value::Float(f) => visitor.visit_f64(*f),
-            Value::Boolean(b) => visitor.visit_bool(*b),
-            Value::Array(items) => visitor.visit_seq(ArrayAccess {
-                items: items.iter().enumerate(),
-                at: at.clone(),
-            }),
-            Value::Table(entries) => visitor.visit_map(TableAccess {
-                entries: entries.iter(),
-                current: None,
-                at: at.clone(),
-            }),
+            .filter_map(|segment| match segment {
+                Segment::Seq { index } => Some(Step::Index(*index)),
+                Segment::Map { key } if key == spanned_value_key() => None,
+                Segment::Map { key } | Segment::Enum { variant: key } => {
+                    Some(Step::Key(key.clone()))
+                }
+                Segment::Unknown => None,
+            })
+            .collect();
+        let inner = e.into_inner();
+        PartError {
+            message: inner.message().to_owned(),
+            span: inner.span(),
+            path,
         }
-        .map_err(|e| e.at(at))
-    }
+    })
+}
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, PartError> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, PartError> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, PartError> {
-        if is_spanned(name, fields) {
-            let span = self.at.clone();
-            return visitor.visit_map(SpannedAccess {
-                span,
-                fields,
-                step: 0,
-                value: Some(self),
-            });
+/// The key `serde_path_to_error` records for the value inside a `toml::Spanned` (a private name
+/// of `serde_spanned`), which is no key of the file: learnt once, by reading a spanned value
+/// that fails, rather than copied.
+fn spanned_value_key() -> &'static str {
+    static KEY: OnceLock<Option<String>> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let doc = ImDocument::parse("v = 0").ok()?;
+        let value = doc.get("v")?.as_value()?.clone();
+        let e = serde_path_to_error::deserialize::<_, Spanned<bool>>(value.into_deserializer())
+            .err()?;
+        match e.path().iter().next_back()? {
+            Segment::Map { key } => Some(key.clone()),
+            _ => None,
         }
-        self.deserialize_any(visitor)
+    })
+    .as_deref()
+    .unwrap_or("")
+}
+
+/// Why a part of the file could not be read: serde's message, where, and the key path below
+/// the part.
+#[derive(Debug)]
+pub(super) struct PartError {
+    pub message: String,
+    pub span: Option<Range<usize>>,
+    /// Outermost first.
+    path: Vec<Step>,
+}
+
+#[derive(Debug)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+impl PartError {
+    fn new(message: String, span: Option<Range<usize>>) -> PartError {
+        PartError {
+            message,
+            span,
+            path: Vec::new(),
+        }
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        _: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, PartError> {
-        match &self.node.value {
-            Value::String(s) => {
-                let unit: StrDeserializer<'_, PartError> = s.as_str().into_deserializer();
-                visitor.visit_enum(unit).map_err(|e| e.at(self.at))
+    /// Places the error at `span` unless `toml_edit` already placed it.
+    fn at(mut self, span: Option<Range<usize>>) -> PartError {
+        if self.span.is_none() {
+            self.span = span;
+        }
+        self
+    }
+
+    /// Drops the entry's own key, which the caller names as the part.
+    fn below_entry(mut self) -> PartError {
+        if matches!(self.path.first(), Some(Step::Key(_))) {
+            self.path.remove(0);
+        }
+        self
+    }
+
+    /// An unknown top-level key, whose siblings may be `expected`.
+    pub fn unknown_key(key: &Key, expected: &'static [&'static str]) -> PartError {
+        let e: de::value::Error = de::Error::unknown_field(key.get(), expected);
+        PartError {
+            path: vec![Step::Key(key.get().to_owned())],
+            ..PartError::new(e.to_string(), key.span())
+        }
+    }
+
+    /// The failing key as the file spells it, below the part's own key `part`
+    /// (`routes[1]` + `.limits.idle_timeout`).
+    pub fn key(&self, part: &str) -> String {
+        let mut key = part.to_owned();
+        for step in &self.path {
+            match step {
+                Step::Key(k) if key.is_empty() => key.push_str(k),
+                Step::Key(k) => {
+                    key.push('.');
+                    key.push_str(k);
+                }
+                Step::Index(i) => key.push_str(&format!("[{i}]")),
             }
-            _ => self.deserialize_any(visitor),
         }
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, PartError> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        unit unit_struct seq tuple tuple_struct map identifier
-    }
-}
-
-/// A key handed to serde: its name, or its span and name for a `Spanned` key.
-struct KeyDe<'a> {
-    entry: &'a Entry,
-    at: Range<usize>,
-}
-
-impl<'de> Deserializer<'de> for KeyDe<'_> {
-    type Error = PartError;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, PartError> {
-        visitor.visit_str(&self.entry.key)
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, PartError> {
-        if is_spanned(name, fields) {
-            let span = self.entry.key_span.clone().unwrap_or(self.at.clone());
-            return visitor.visit_map(SpannedAccess {
-                span,
-                fields,
-                step: 0,
-                value: Some(self),
-            });
-        }
-        self.deserialize_any(visitor)
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-        ignored_any
-    }
-}
-
-/// The start, end and value a `toml::Spanned` reads.
-struct SpannedAccess<D> {
-    span: Range<usize>,
-    fields: &'static [&'static str],
-    step: usize,
-    value: Option<D>,
-}
-
-impl<'de, D: Deserializer<'de, Error = PartError>> MapAccess<'de> for SpannedAccess<D> {
-    type Error = PartError;
-
-    fn next_key_seed<K: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, PartError> {
-        match self.fields.get(self.step) {
-            Some(field) => seed
-                .deserialize(BorrowedStrDeserializer::<PartError>::new(field))
-                .map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn next_value_seed<S: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: S,
-    ) -> Result<S::Value, PartError> {
-        self.step += 1;
-        match self.step {
-            1 => seed.deserialize(self.span.start.into_deserializer()),
-            2 => seed.deserialize(self.span.end.into_deserializer()),
-            _ => match self.value.take() {
-                Some(value) => seed.deserialize(value),
-                None => Err(de::Error::custom("a spanned value read twice")),
-            },
-        }
-    }
-}
-
-struct TableAccess<'a> {
-    entries: std::slice::Iter<'a, Entry>,
-    current: Option<&'a Entry>,
-    at: Range<usize>,
-}
-
-impl<'de> MapAccess<'de> for TableAccess<'_> {
-    type Error = PartError;
-
-    fn next_key_seed<K: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, PartError> {
-        let Some(entry) = self.entries.next() else {
-            return Ok(None);
-        };
-        self.current = Some(entry);
-        let at = entry
-            .key_span
-            .clone()
-            .unwrap_or_else(|| entry.span(&self.at));
-        seed.deserialize(KeyDe {
-            entry,
-            at: at.clone(),
-        })
-        .map(Some)
-        .map_err(|e| e.at(at).under(Segment::Key(entry.key.clone())))
-    }
-
-    fn next_value_seed<S: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: S,
-    ) -> Result<S::Value, PartError> {
-        let Some(entry) = self.current.take() else {
-            return Err(de::Error::custom("a value read before its key"));
-        };
-        seed.deserialize(NodeDe {
-            node: &entry.node,
-            at: entry.span(&self.at),
-        })
-        .map_err(|e| e.under(Segment::Key(entry.key.clone())))
-    }
-}
-
-struct ArrayAccess<'a> {
-    items: std::iter::Enumerate<std::slice::Iter<'a, Node>>,
-    at: Range<usize>,
-}
-
-impl<'de> SeqAccess<'de> for ArrayAccess<'_> {
-    type Error = PartError;
-
-    fn next_element_seed<S: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: S,
-    ) -> Result<Option<S::Value>, PartError> {
-        let Some((i, node)) = self.items.next() else {
-            return Ok(None);
-        };
-        let at = node.span.clone().unwrap_or_else(|| self.at.clone());
-        seed.deserialize(NodeDe { node, at })
-            .map(Some)
-            .map_err(|e| e.under(Segment::Index(i)))
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.items.len())
+        key
     }
 }

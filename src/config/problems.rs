@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::document::PartError;
+use super::part::PartError;
 
 /// The problems of one origin: the config file (with its text, for positions) or the flags.
 pub(super) struct Problems<'a> {
@@ -102,7 +102,7 @@ impl<'a> Problems<'a> {
 
 /// A TOML syntax error, which ends the reading of the file: `file:line:column: problem`, then
 /// the line.
-pub(super) fn syntax(origin: &str, text: &str, e: &toml::de::Error) -> String {
+pub(super) fn syntax(origin: &str, text: &str, e: &toml_edit::TomlError) -> String {
     let message = e.message().trim_end();
     match e.span() {
         Some(span) => {

@@ -3,16 +3,14 @@
 //! without hiding the others. Every table below keeps serde's `deny_unknown_fields`; the top
 //! level checks its keys the same way.
 
-use std::ops::Range;
 use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 use toml::Spanned;
+use toml_edit::{ImDocument, Item, Key};
 
-use super::document::PartError;
-use super::document::{self, Entry};
 use super::limits::RawLimits;
-use super::part;
+use super::part::{self, PartError};
 use super::problems::{syntax, Problems};
 use super::routes::RawRoute;
 use super::sessions::RawSessions;
@@ -48,24 +46,23 @@ impl RawConfig {
     /// Reads `text`, reporting what cannot be read to `p`; a syntax error ends the reading and is
     /// returned as the whole report.
     pub fn read(origin: &str, text: &str, p: &mut Problems) -> Result<RawConfig, String> {
-        let entries = document::parse(text).map_err(|e| syntax(origin, text, &e))?;
+        let doc = ImDocument::parse(text).map_err(|e| syntax(origin, text, &e))?;
         let mut raw = RawConfig::default();
-        for entry in &entries {
-            let at = entry.span(&(0..0));
-            let key = entry.key.as_str();
-            match key {
-                "listen" => raw.listen = part(p, key, entry, &at),
-                "admin_listen" => raw.admin_listen = part(p, key, entry, &at),
-                "mappings" => raw.mappings = part(p, key, entry, &at),
-                "drain_timeout" => raw.drain_timeout = part(p, key, entry, &at),
-                "stall_timeout" => raw.stall_timeout = part(p, key, entry, &at),
-                "limits" => raw.limits = part(p, key, entry, &at).unwrap_or_default(),
-                "sessions" => raw.sessions = part(p, key, entry, &at).unwrap_or_default(),
-                "routes" => match part::items(&entry.node, &at) {
-                    Ok(items) => {
-                        raw.routes_written = !items.is_empty();
-                        for (i, (at, node)) in items.into_iter().enumerate() {
-                            match part::read(node, at) {
+        for (key, item) in doc.iter().filter_map(|(name, _)| doc.get_key_value(name)) {
+            let name = key.get();
+            match name {
+                "listen" => raw.listen = entry(p, key, item),
+                "admin_listen" => raw.admin_listen = entry(p, key, item),
+                "mappings" => raw.mappings = entry(p, key, item),
+                "drain_timeout" => raw.drain_timeout = entry(p, key, item),
+                "stall_timeout" => raw.stall_timeout = entry(p, key, item),
+                "limits" => raw.limits = entry(p, key, item).unwrap_or_default(),
+                "sessions" => raw.sessions = entry(p, key, item).unwrap_or_default(),
+                "routes" => match part::elements(key, item) {
+                    Ok(elements) => {
+                        raw.routes_written = !elements.is_empty();
+                        for (i, element) in elements.into_iter().enumerate() {
+                            match part::element(element) {
                                 Ok(route) => raw.routes.push((i, route)),
                                 Err(e) => p.unreadable(&format!("routes[{i}]"), &e),
                             }
@@ -73,10 +70,10 @@ impl RawConfig {
                     }
                     Err(e) => {
                         raw.routes_written = true;
-                        p.unreadable(key, &e);
+                        p.unreadable(name, &e);
                     }
                 },
-                _ => p.unreadable("", &PartError::unknown_key(entry, KEYS)),
+                _ => p.unreadable("", &PartError::unknown_key(key, KEYS)),
             }
         }
         Ok(raw)
@@ -84,13 +81,8 @@ impl RawConfig {
 }
 
 /// Reads one top-level value.
-fn part<T: DeserializeOwned>(
-    p: &mut Problems,
-    key: &str,
-    entry: &Entry,
-    at: &Range<usize>,
-) -> Option<T> {
-    part::read(&entry.node, at.clone())
-        .map_err(|e| p.unreadable(key, &e))
+fn entry<T: DeserializeOwned>(p: &mut Problems, key: &Key, item: &Item) -> Option<T> {
+    part::entry(key, item)
+        .map_err(|e| p.unreadable(key.get(), &e))
         .ok()
 }
