@@ -41,8 +41,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
-use crate::adapters::aap_client::Directory;
-use crate::adapters::{aap_client, aap_server};
+use crate::adapters::aap_client::AapClient;
+use crate::adapters::aap_server;
 use crate::config::{Config, Route};
 use crate::dialect::{input_for_upstream, read_request, Dialect};
 use crate::error::{ErrorCode, Failure};
@@ -51,7 +51,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::http::stall::StallGuard;
-use crate::session::{MemoryStore, Store, Timed, DEFAULT_STORE_TIMEOUT};
+use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
 
 /// Shared state of the server: read-only but for the session store.
@@ -60,8 +60,10 @@ struct Gateway {
     relay: Relay,
     /// Sessions of the AAP faces, thread records of the AAP clients.
     store: Arc<dyn Store>,
-    /// What AAP upstreams said of themselves (`GET /meta`), per base URL.
-    directory: Arc<Directory>,
+    /// The AAP client's state: thread records, what AAP agents said of themselves.
+    aap_client: AapClient,
+    /// Runs whose store marks are still being ended (AAP turns and thread runs).
+    settling: Arc<Settling>,
     metrics: Arc<Metrics>,
 }
 
@@ -108,6 +110,7 @@ impl Server {
             MemoryStore::new(config.sessions),
             DEFAULT_STORE_TIMEOUT,
         ));
+        let settling = Arc::new(Settling::default());
         let relay = Relay::new(
             &config.routes,
             config.mappings.clone(),
@@ -116,10 +119,11 @@ impl Server {
         );
         let gateway = Arc::new(Gateway {
             relay,
+            aap_client: AapClient::new(Arc::clone(&store), Arc::clone(&settling)),
             store,
             config,
             metrics: Arc::clone(&shared.metrics),
-            directory: Arc::default(),
+            settling,
         });
         shared.ready.store(true, Ordering::SeqCst);
         Server {
@@ -227,7 +231,8 @@ impl Gateway {
         // Which face serves the client: a new dialect must choose here (no wildcard arm).
         let result = match route.client {
             Dialect::Aap => {
-                let face = aap_server::Face::of(&self.config.routes, route, &self.store);
+                let face =
+                    aap_server::Face::of(&self.config.routes, route, &self.store, &self.settling);
                 aap_server::handle(&face, &self.relay, request)
                     .instrument(span.clone())
                     .await
@@ -287,17 +292,10 @@ impl Gateway {
         // Which side drives the upstream: a new dialect must choose here (no wildcard arm).
         match route.upstream_dialect {
             Dialect::Aap => {
-                let store = Arc::clone(&self.store);
-                let directory = Arc::clone(&self.directory);
-                return Ok(aap_client::run(
-                    &self.relay,
-                    store,
-                    directory,
-                    route,
-                    &parts.headers,
-                    input,
-                    span,
-                )?);
+                let headers = &parts.headers;
+                return Ok(self
+                    .aap_client
+                    .run(&self.relay, route, headers, input, span)?);
             }
             Dialect::AgUi | Dialect::Hai => {}
         }

@@ -20,10 +20,12 @@
 
 mod memory;
 mod records;
+mod settling;
 mod timed;
 
 pub use memory::MemoryStore;
 pub use records::{PendingCall, ThreadRecord};
+pub use settling::{Ending, Settling, UnderWay};
 pub use timed::{Timed, DEFAULT_STORE_TIMEOUT};
 
 use std::time::Duration;

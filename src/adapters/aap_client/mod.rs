@@ -47,7 +47,7 @@ use crate::http::headers::upstream_request_headers;
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Store, StoreError, ThreadRecord};
+use crate::session::{Settling, Store, StoreError, ThreadRecord, DEFAULT_STORE_TIMEOUT};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use driver::{lock, Driver, RunState, Shared, Stage};
@@ -55,11 +55,39 @@ pub use link::Directory;
 use link::Link;
 use planner::{plan, resolve_hitl, PlanOptions, RunPlan, SessionPlan};
 
-/// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP.
-pub(crate) fn run(
-    relay: &Relay,
+/// The AAP client's state, shared by its runs: the store of thread records, what the agents
+/// said of themselves, and the runs whose thread marks are still being ended.
+pub struct AapClient {
     store: Arc<dyn Store>,
+    settling: Arc<Settling>,
     directory: Arc<Directory>,
+}
+
+impl AapClient {
+    pub fn new(store: Arc<dyn Store>, settling: Arc<Settling>) -> AapClient {
+        AapClient {
+            store,
+            settling,
+            directory: Arc::default(),
+        }
+    }
+
+    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP.
+    pub(crate) fn run(
+        &self,
+        relay: &Relay,
+        route: &Route,
+        client_headers: &HeaderMap,
+        input: RunAgentInput,
+        span: tracing::Span,
+    ) -> Result<Response<ResponseBody>, Failure> {
+        run(self, relay, route, client_headers, input, span)
+    }
+}
+
+fn run(
+    client: &AapClient,
+    relay: &Relay,
     route: &Route,
     client_headers: &HeaderMap,
     input: RunAgentInput,
@@ -83,7 +111,7 @@ pub(crate) fn run(
         base: base.to_string().trim_end_matches('/').to_owned(),
         headers,
         headers_timeout: route.limits.headers_timeout,
-        directory,
+        directory: Arc::clone(&client.directory),
     };
     let hitl = resolve_hitl(
         config.hitl,
@@ -120,7 +148,8 @@ pub(crate) fn run(
     }));
     let open: OpenFuture = Box::pin(first_turn(
         link.clone(),
-        store,
+        Arc::clone(&client.store),
+        Arc::clone(&client.settling),
         Arc::clone(relay.metrics()),
         Arc::clone(&state),
     ));
@@ -133,11 +162,21 @@ pub(crate) fn run(
 async fn first_turn(
     link: Link,
     store: Arc<dyn Store>,
+    settling: Arc<Settling>,
     metrics: Arc<Metrics>,
     state: Shared,
 ) -> Result<(UpstreamBody, Framing), Failure> {
     let key = lock(&state).key.clone();
-    let record = store.begin_thread(&key).await.map_err(|e| match e {
+    let begun = match store.begin_thread(&key).await {
+        // The run holding the thread may be over and only its record pending (its client
+        // left): wait for that, then try once more.
+        Err(StoreError::Busy) => {
+            settling.settled(&key, DEFAULT_STORE_TIMEOUT).await;
+            store.begin_thread(&key).await
+        }
+        begun => begun,
+    };
+    let record = begun.map_err(|e| match e {
         StoreError::Busy => Failure::new(
             ErrorCode::TurnInProgress,
             "another run of this thread is still talking to the agent; retry when it ends",
@@ -154,6 +193,7 @@ async fn first_turn(
         Arc::clone(&store),
         key.clone(),
         Arc::clone(&metrics),
+        &settling,
     ));
     let (config, input) = {
         let s = lock(&state);

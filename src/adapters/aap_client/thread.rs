@@ -4,7 +4,8 @@
 //! over a one-shot channel; the task saves it and ends the mark. A channel closed without a
 //! report (the run failed before its first turn, or was dropped) ends the mark with what was
 //! saved so far. Store failures are logged and counted, never a panic; the stream's last frame
-//! waits for the task, so the thread is free when the client sends its next run.
+//! waits for the task, so the thread is free when the client sends its next run, and a run of
+//! a client that left is waited for by the thread's next run ([`Settling`]).
 
 use std::sync::Arc;
 
@@ -12,14 +13,14 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use crate::http::body::Hold;
-use crate::session::{Store, ThreadRecord};
+use crate::session::{Ending, Settling, Store, ThreadRecord, UnderWay};
 use crate::telemetry::metrics::Metrics;
 
 /// The record to save (none: leave the saved one), and where the task says it is done.
 type Report = (Option<ThreadRecord>, oneshot::Sender<()>);
 
 /// Where a run reports its thread's final record.
-pub(super) struct ThreadReporter(oneshot::Sender<Report>);
+pub(super) struct ThreadReporter(oneshot::Sender<Report>, #[allow(dead_code)] UnderWay);
 
 impl ThreadReporter {
     /// Hands `record` to the task; the returned hold resolves once it is saved and the thread
@@ -35,11 +36,17 @@ impl ThreadReporter {
 }
 
 /// Spawns the task that ends the run now marked on thread `key`.
-pub(super) fn spawn(store: Arc<dyn Store>, key: String, metrics: Arc<Metrics>) -> ThreadReporter {
+pub(super) fn spawn(
+    store: Arc<dyn Store>,
+    key: String,
+    metrics: Arc<Metrics>,
+    settling: &Arc<Settling>,
+) -> ThreadReporter {
     let (tx, rx) = oneshot::channel();
+    let (under_way, ending) = settling.track(&key);
     let span = tracing::Span::current();
-    tokio::spawn(end_run(store, key, rx, metrics).instrument(span));
-    ThreadReporter(tx)
+    tokio::spawn(end_run(store, key, rx, metrics, ending).instrument(span));
+    ThreadReporter(tx, under_way)
 }
 
 /// Saves a record within a run, logging and counting a failure (the run goes on: a lost
@@ -56,6 +63,7 @@ async fn end_run(
     key: String,
     report: oneshot::Receiver<Report>,
     metrics: Arc<Metrics>,
+    ending: Ending,
 ) {
     // `_done` tells the stream the thread is free when it drops, after the writes.
     let (record, _done) = match report.await {
@@ -69,4 +77,5 @@ async fn end_run(
         tracing::error!(%error, "could not end the thread's run");
         metrics.store_error("end_thread");
     }
+    ending.ended();
 }

@@ -10,7 +10,10 @@
 //!
 //! The stream's last frame waits for the committer ([`crate::http::body::Hold`]), and a request
 //! refused after the mark was taken waits for it too ([`Reporter::close`]): a client that has
-//! its answer can send the next turn at once and find the session free and up to date.
+//! its answer can send the next turn at once and find the session free and up to date. A client
+//! that left mid-turn has no answer to wait for: its next turn, finding the session marked,
+//! waits for this process's committer of the abandoned turn ([`Settling`])
+//! before it is refused as busy.
 //!
 //! What a turn leaves ([`settle`]):
 //! - `tool_use`: everything the run produced, with the pending calls.
@@ -32,7 +35,7 @@ use crate::dialect::Reader;
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::{Hold, RunOwner};
 use crate::pipeline::Pipeline;
-use crate::session::{SessionConfig, Store, TurnCommit};
+use crate::session::{SessionConfig, Settling, Store, TurnCommit, UnderWay};
 use crate::telemetry::metrics::{Metrics, Outcome};
 
 /// What the stream reports when it ends.
@@ -58,7 +61,7 @@ pub(super) enum Ended {
 
 /// The owner of a turn's stream: settles the turn when the stream ends and reports it.
 pub(super) struct TurnOwner {
-    report: Option<oneshot::Sender<Report>>,
+    report: Option<Reporter>,
     /// The session's configuration as the turn leaves it.
     config: Option<SessionConfig>,
 }
@@ -68,7 +71,7 @@ impl TurnOwner {
     /// `config` once the turn is done.
     pub(super) fn new(report: Reporter, config: SessionConfig) -> TurnOwner {
         TurnOwner {
-            report: Some(report.0),
+            report: Some(report),
             config: Some(config),
         }
     }
@@ -81,7 +84,7 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
         };
         let (done_tx, done) = oneshot::channel();
         // The committer is gone only if the runtime is shutting down; nothing to wait for then.
-        report.send((settle(pipeline, config), done_tx)).ok()?;
+        report.0.send((settle(pipeline, config), done_tx)).ok()?;
         Some(Box::pin(async move {
             // Resolves when the committer is done, or gone.
             let _ = done.await;
@@ -89,8 +92,9 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
     }
 }
 
-/// Where a turn's stream reports to: held by the request until its stream owns it.
-pub(super) struct Reporter(oneshot::Sender<Report>);
+/// Where a turn's stream reports to: held by the request until its stream owns it. While it
+/// lives the turn is under way ([`Settling`] watches it).
+pub(super) struct Reporter(oneshot::Sender<Report>, #[allow(dead_code)] UnderWay);
 
 impl Reporter {
     /// The request ends without a stream: the session stays as it was, and this returns once
@@ -106,16 +110,25 @@ pub(super) fn spawn(
     store: Arc<dyn Store>,
     id: String,
     metrics: Arc<Metrics>,
+    settling: &Arc<Settling>,
 ) -> (Reporter, JoinHandle<Ended>) {
     let (tx, rx) = oneshot::channel();
+    let (under_way, ending) = settling.track(&id);
     let span = tracing::Span::current();
-    let task = tokio::spawn(commit(store, id, rx, metrics).instrument(span));
-    (Reporter(tx), task)
+    let task = tokio::spawn(
+        async move {
+            let ended = commit(store, &id, rx, metrics).await;
+            ending.ended();
+            ended
+        }
+        .instrument(span),
+    );
+    (Reporter(tx, under_way), task)
 }
 
 async fn commit(
     store: Arc<dyn Store>,
-    id: String,
+    id: &str,
     report: oneshot::Receiver<Report>,
     metrics: Arc<Metrics>,
 ) -> Ended {
@@ -130,7 +143,7 @@ async fn commit(
     } else {
         "end_turn"
     };
-    match store.end_turn(&id, commit).await {
+    match store.end_turn(id, commit).await {
         Ok(()) => ended,
         Err(error) => {
             tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
@@ -280,7 +293,12 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
         let (id, mut pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), Arc::clone(&metrics));
+        let (reporter, committer) = spawn(
+            Arc::clone(&store),
+            id.clone(),
+            Arc::clone(&metrics),
+            &Arc::default(),
+        );
         let mut owner = TurnOwner::new(reporter, SessionConfig::default());
         let hold = owner
             .ended(&mut pipeline, Outcome::Completed)
@@ -298,7 +316,12 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let store: Arc<dyn Store> =
             Arc::new(FailingCommit(MemoryStore::new(SessionLimits::default())));
         let (id, mut pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(Arc::clone(&store), id, Arc::clone(&metrics));
+        let (reporter, committer) = spawn(
+            Arc::clone(&store),
+            id,
+            Arc::clone(&metrics),
+            &Arc::default(),
+        );
         let mut owner = TurnOwner::new(reporter, SessionConfig::default());
         owner
             .ended(&mut pipeline, Outcome::Completed)
@@ -317,9 +340,32 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
         let (id, _pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics);
+        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &Arc::default());
         reporter.close(committer).await;
         let session = store.begin_turn(&id).await.expect("the session is free");
         assert!(session.history.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_next_turn_waits_for_an_abandoned_turn_and_not_for_a_running_one() {
+        let metrics = Metrics::new();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let settling = Arc::new(Settling::default());
+        let (id, _pipeline) = finished_turn(&store).await;
+        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &settling);
+        // Under way: nothing to wait for, the next turn is busy.
+        let bound = std::time::Duration::from_secs(5);
+        tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            settling.settled(&id, bound),
+        )
+        .await
+        .expect("no wait while the turn is under way");
+        assert_eq!(store.begin_turn(&id).await.err(), Some(StoreError::Busy));
+        // Abandoned (its request dropped): the next turn waits for the write-back.
+        drop(reporter);
+        settling.settled(&id, bound).await;
+        assert!(store.begin_turn(&id).await.is_ok(), "the session is free");
+        assert!(matches!(committer.await.unwrap(), Ended::Unchanged));
     }
 }

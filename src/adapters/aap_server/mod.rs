@@ -35,18 +35,25 @@ use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
 use crate::http::relay::Relay;
 use crate::http::response::{json as json_response, Refusal, ResponseBody};
-use crate::session::{Store, StoreError};
+use crate::session::{Settling, Store, StoreError};
 
 /// One AAP face: the routes (agents) sharing a path prefix.
 pub(crate) struct Face<'a> {
     pub(crate) prefix: &'a str,
     pub(crate) routes: Vec<&'a Route>,
     pub(crate) store: &'a Arc<dyn Store>,
+    /// This process's runs whose marks are still being ended.
+    pub(crate) settling: &'a Arc<Settling>,
 }
 
 impl<'a> Face<'a> {
     /// The face `route` belongs to, among `routes`.
-    pub(crate) fn of(routes: &'a [Route], route: &'a Route, store: &'a Arc<dyn Store>) -> Face<'a> {
+    pub(crate) fn of(
+        routes: &'a [Route],
+        route: &'a Route,
+        store: &'a Arc<dyn Store>,
+        settling: &'a Arc<Settling>,
+    ) -> Face<'a> {
         Face {
             prefix: route.path.trim_end_matches('/'),
             routes: routes
@@ -54,6 +61,7 @@ impl<'a> Face<'a> {
                 .filter(|r| r.aap.is_some() && r.path == route.path)
                 .collect(),
             store,
+            settling,
         }
     }
 

@@ -42,7 +42,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, full, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Session, SessionConfig};
+use crate::session::{Session, SessionConfig, StoreError, DEFAULT_STORE_TIMEOUT};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
 /// optional fields that let the agent name the tool it asks about.
@@ -86,13 +86,23 @@ pub(super) async fn turn(
     if turn.messages.is_empty() {
         return Err(invalid("messages", "a turn needs at least one message"));
     }
-    let session = face.store.begin_turn(id).await.map_err(store_failure)?;
+    let session = match face.store.begin_turn(id).await {
+        // The turn holding the mark may be over and only its write-back pending (its client
+        // left): wait for that, then try once more.
+        Err(StoreError::Busy) => {
+            face.settling.settled(id, DEFAULT_STORE_TIMEOUT).await;
+            face.store.begin_turn(id).await
+        }
+        begun => begun,
+    }
+    .map_err(store_failure)?;
     // From here on the committer owns the session's running mark: a refusal below closes
     // `reporter` and waits for the committer to end the mark with the session unchanged.
     let (reporter, committer) = commit::spawn(
         Arc::clone(face.store),
         id.to_owned(),
         Arc::clone(relay.metrics()),
+        face.settling,
     );
     let mode = StreamMode::from_wire(turn.stream.as_deref());
     let run_id = uuid::Uuid::new_v4().to_string();
