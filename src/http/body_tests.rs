@@ -272,3 +272,73 @@ async fn a_comment_flood_yields_instead_of_spinning() {
     // Comments produce nothing to send: the body must give the worker back after its budget.
     assert!(Pin::new(&mut body).poll_frame(&mut cx).is_pending());
 }
+
+/// An owner that holds the last frame until `release` fires, and counts its calls.
+struct Holding {
+    release: Option<tokio::sync::oneshot::Receiver<()>>,
+    ended: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter> for Holding {
+    fn ended(&mut self, _: &mut Pipeline, _: Outcome) -> Option<Hold> {
+        self.ended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let release = self.release.take()?;
+        Some(Box::pin(async move {
+            let _ = release.await;
+        }))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    let (release, held) = tokio::sync::oneshot::channel();
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let owner = Holding {
+        release: Some(held),
+        ended: std::sync::Arc::clone(&ended),
+    };
+    let parts = StreamParts {
+        timers: StreamTimers {
+            idle_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+        },
+        drain: Box::pin(std::future::pending()),
+        span: tracing::Span::none(),
+        record: crate::telemetry::metrics::Metrics::new().stream_started("/"),
+    };
+    let upstream = scripted(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
+    let mut body = TranslatingBody::new(
+        Source::Body(upstream.boxed_unsync()),
+        pipeline,
+        owner,
+        parts,
+    );
+    let opening = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(opening, ": ok\n\n");
+    let started = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert!(String::from_utf8_lossy(&started).contains("RUN_STARTED"));
+    // The run is over (the owner was told) but its last frame waits.
+    let pending = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
+    assert!(
+        pending.is_err(),
+        "the last frame left before the owner let it"
+    );
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(!body.is_end_stream());
+    release.send(()).unwrap();
+    let last = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert!(String::from_utf8_lossy(&last).contains("RUN_FINISHED"));
+    assert!(body.frame().await.is_none());
+    assert!(body.is_end_stream());
+    drop(body);
+    assert_eq!(
+        ended.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "told once"
+    );
+}
