@@ -183,9 +183,9 @@ fn spec(upstream: Dialect, client: Dialect) -> PipelineSpec {
         run_id: "r1".into(),
     };
     let mut spec = PipelineSpec::new(upstream, client, ids);
-    spec.clock = Clock::Fixed(1_760_000_000_000);
+    spec.options.clock = Clock::Fixed(1_760_000_000_000);
     spec.codecs.aap.turn.mode = StreamMode::Delta;
-    spec.max_event_bytes = 1 << 20;
+    spec.options.max_event_bytes = 1 << 20;
     spec
 }
 

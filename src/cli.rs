@@ -354,12 +354,12 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     };
     codecs.tools = tools;
     let mut spec = PipelineSpec::new(args.from, args.to, ids);
-    spec.clock = crate::http::clock::WALL;
+    spec.options.clock = crate::http::clock::WALL;
     spec.codecs = codecs;
     if args.aap_json {
-        spec.framing = crate::sse::Framing::Json;
+        spec.options.framing = crate::sse::Framing::Json;
     }
-    spec.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
+    spec.options.max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
     let mut pipeline = Pipeline::new(spec)?;
     let mut input: Box<dyn Read> = match args.file.as_deref() {
         None => Box::new(std::io::stdin().lock()),

@@ -65,39 +65,20 @@ impl PipelineOptions {
 pub struct PipelineSpec {
     pub upstream: Dialect,
     pub client: Dialect,
-    pub ids: RunIds,
     /// The readers' and writers' options, per dialect.
     pub codecs: CodecOptions,
-    pub max_event_bytes: usize,
-    pub framing: Framing,
-    pub keep_upstream_run_ids: bool,
-    pub clock: Clock,
+    /// The pipeline's own options.
+    pub options: PipelineOptions,
 }
 
 impl PipelineSpec {
     /// Defaults for everything but the dialects and ids.
     pub fn new(upstream: Dialect, client: Dialect, ids: RunIds) -> PipelineSpec {
-        let options = PipelineOptions::new(ids);
         PipelineSpec {
             upstream,
             client,
-            ids: options.ids,
             codecs: CodecOptions::default(),
-            max_event_bytes: options.max_event_bytes,
-            framing: options.framing,
-            keep_upstream_run_ids: options.keep_upstream_run_ids,
-            clock: options.clock,
-        }
-    }
-
-    /// The options the pipeline itself takes.
-    pub fn options(&self) -> PipelineOptions {
-        PipelineOptions {
-            ids: self.ids.clone(),
-            max_event_bytes: self.max_event_bytes,
-            framing: self.framing,
-            keep_upstream_run_ids: self.keep_upstream_run_ids,
-            clock: self.clock,
+            options: PipelineOptions::new(ids),
         }
     }
 }
@@ -147,8 +128,10 @@ impl Pipeline {
     /// The pipeline `spec` describes, with the registry's reader and writer.
     pub fn new(spec: PipelineSpec) -> Result<Pipeline, Unsupported> {
         check_pair(spec.upstream, spec.client)?;
-        let options = spec.options();
-        let reader = spec.upstream.reader(&spec.ids, spec.framing, &spec.codecs);
+        let options = spec.options;
+        let reader = spec
+            .upstream
+            .reader(&options.ids, options.framing, &spec.codecs);
         let writer = spec.client.writer(&spec.codecs);
         Ok(Pipeline::from_parts(reader, writer, options))
     }

@@ -45,9 +45,9 @@ fn spec(case: &Path, client: Dialect) -> PipelineSpec {
         },
     );
     spec.codecs.tools = input.tools.iter().map(|t| t.name.clone()).collect();
-    spec.clock = Clock::Fixed(CLOCK);
+    spec.options.clock = Clock::Fixed(CLOCK);
     if options["framing"] == "json" {
-        spec.framing = Framing::Json;
+        spec.options.framing = Framing::Json;
     }
     spec.codecs.aap.read = ReadOptions {
         client_tools: input

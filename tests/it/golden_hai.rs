@@ -77,7 +77,7 @@ fn spec(case: &Path, upstream: Dialect, client: Dialect) -> PipelineSpec {
     );
     spec.codecs.tools = input.tools.iter().map(|t| t.name.clone()).collect();
     spec.codecs.hai = hai;
-    spec.clock = Clock::Fixed(CLOCK);
+    spec.options.clock = Clock::Fixed(CLOCK);
     spec
 }
 
@@ -192,7 +192,7 @@ fn round_trip_spec(
     );
     spec.codecs.hai = hai.clone();
     spec.codecs.tools = tools.to_vec();
-    spec.clock = Clock::Fixed(CLOCK);
+    spec.options.clock = Clock::Fixed(CLOCK);
     spec
 }
 

@@ -81,7 +81,7 @@ fn run(input: &[u8], rng: &mut Rng, max_event_bytes: usize) -> Vec<u8> {
         run_id: "run".into(),
     };
     let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids);
-    spec.max_event_bytes = max_event_bytes;
+    spec.options.max_event_bytes = max_event_bytes;
     let mut pipeline = Pipeline::new(spec).unwrap();
     let mut out = BytesMut::new();
     let mut rest = input;
