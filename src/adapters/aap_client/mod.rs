@@ -81,81 +81,70 @@ impl AapClient {
         input: RunAgentInput,
         span: tracing::Span,
     ) -> Result<Response<ResponseBody>, Failure> {
-        run(self, relay, route, client_headers, input, span)
-    }
-}
-
-fn run(
-    client: &AapClient,
-    relay: &Relay,
-    route: &Route,
-    client_headers: &HeaderMap,
-    input: RunAgentInput,
-    span: tracing::Span,
-) -> Result<Response<ResponseBody>, Failure> {
-    let config = route.aap_upstream.clone().unwrap_or_default();
-    let Upstream::Url(base) = &route.upstream else {
-        return Err(Failure::new(
-            ErrorCode::NotImplemented,
-            "the built-in demo agent speaks AG-UI, not AAP",
-        ));
-    };
-    let mut headers = upstream_request_headers(client_headers);
-    if let Some(key) = &config.api_key {
-        if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
-            headers.insert(header::AUTHORIZATION, value);
+        let config = route.aap_upstream.clone().unwrap_or_default();
+        let Upstream::Url(base) = &route.upstream else {
+            return Err(Failure::new(
+                ErrorCode::NotImplemented,
+                "the built-in demo agent speaks AG-UI, not AAP",
+            ));
+        };
+        let mut headers = upstream_request_headers(client_headers);
+        if let Some(key) = &config.api_key {
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                headers.insert(header::AUTHORIZATION, value);
+            }
         }
+        let link = Link {
+            client: relay.client(route),
+            base: base.to_string().trim_end_matches('/').to_owned(),
+            headers,
+            headers_timeout: route.limits.headers_timeout,
+            directory: Arc::clone(&self.directory),
+        };
+        let hitl = resolve_hitl(
+            config.hitl,
+            &config.confirm_tool,
+            &input,
+            route.client == Dialect::AgUi,
+        );
+        let options = relay.pipeline_options(route, &input, Framing::Sse);
+        let reader = AapReader::new(
+            &options.ids,
+            ReadOptions {
+                client_tools: input
+                    .tools
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .filter(|n| *n != config.confirm_tool)
+                    .collect(),
+                hitl,
+                limit_stops: config.limit_stops,
+            },
+        );
+        let writer = route.client.writer(&relay.codecs(route, &input));
+        let pipeline = Pipeline::from_parts(reader, writer, options);
+        let state: Shared = Arc::new(Mutex::new(RunState {
+            key: format!("{}\u{1f}{}", route.path, input.thread_id),
+            config,
+            input,
+            thread: None,
+            record: ThreadRecord::default(),
+            plan: None,
+            stage: Stage::First,
+            mode: StreamMode::None,
+            held: Vec::new(),
+        }));
+        let open: OpenFuture = Box::pin(first_turn(
+            link.clone(),
+            Arc::clone(&self.store),
+            Arc::clone(&self.settling),
+            Arc::clone(relay.metrics()),
+            Arc::clone(&state),
+        ));
+        let driver = Driver { link, state };
+        let body = relay.body(route, Source::Opening(open), pipeline, driver, span);
+        Ok(event_stream(body))
     }
-    let link = Link {
-        client: relay.client(route),
-        base: base.to_string().trim_end_matches('/').to_owned(),
-        headers,
-        headers_timeout: route.limits.headers_timeout,
-        directory: Arc::clone(&client.directory),
-    };
-    let hitl = resolve_hitl(
-        config.hitl,
-        &config.confirm_tool,
-        &input,
-        route.client == Dialect::AgUi,
-    );
-    let options = relay.pipeline_options(route, &input, Framing::Sse);
-    let reader = AapReader::new(
-        &options.ids,
-        ReadOptions {
-            client_tools: input
-                .tools
-                .iter()
-                .map(|t| t.name.clone())
-                .filter(|n| *n != config.confirm_tool)
-                .collect(),
-            hitl,
-            limit_stops: config.limit_stops,
-        },
-    );
-    let writer = route.client.writer(&relay.codecs(route, &input));
-    let pipeline = Pipeline::from_parts(reader, writer, options);
-    let state: Shared = Arc::new(Mutex::new(RunState {
-        key: format!("{}\u{1f}{}", route.path, input.thread_id),
-        config,
-        input,
-        thread: None,
-        record: ThreadRecord::default(),
-        plan: None,
-        stage: Stage::First,
-        mode: StreamMode::None,
-        held: Vec::new(),
-    }));
-    let open: OpenFuture = Box::pin(first_turn(
-        link.clone(),
-        Arc::clone(&client.store),
-        Arc::clone(&client.settling),
-        Arc::clone(relay.metrics()),
-        Arc::clone(&state),
-    ));
-    let driver = Driver { link, state };
-    let body = relay.body(route, Source::Opening(open), pipeline, driver, span);
-    Ok(event_stream(body))
 }
 
 /// Steps 2–5 of the module docs.

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::http::body::Hold;
+use crate::http::body::{self, report_and_hold, Hold};
 use crate::session::{Ending, Settling, Store, ThreadRecord, UnderWay};
 use crate::telemetry::metrics::Metrics;
 
 /// The record to save (none: leave the saved one), and where the task says it is done.
-type Report = (Option<ThreadRecord>, oneshot::Sender<()>);
+type Report = body::Report<Option<ThreadRecord>>;
 
 /// Where a run reports its thread's final record.
 pub(super) struct ThreadReporter(oneshot::Sender<Report>, #[allow(dead_code)] UnderWay);
@@ -26,12 +26,7 @@ impl ThreadReporter {
     /// Hands `record` to the task; the returned hold resolves once it is saved and the thread
     /// is free.
     pub(super) fn report(self, record: Option<ThreadRecord>) -> Option<Hold> {
-        let (done_tx, done) = oneshot::channel();
-        self.0.send((record, done_tx)).ok()?;
-        Some(Box::pin(async move {
-            // Resolves when the task is done, or gone.
-            let _ = done.await;
-        }))
+        report_and_hold(self.0, record)
     }
 }
 

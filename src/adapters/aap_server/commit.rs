@@ -33,7 +33,7 @@ use crate::dialect::aap::types::StopReason;
 use crate::dialect::aap::AapWriter;
 use crate::dialect::Reader;
 use crate::error::{ErrorCode, Failure};
-use crate::http::body::{Hold, RunOwner};
+use crate::http::body::{self, report_and_hold, Hold, RunOwner};
 use crate::pipeline::Pipeline;
 use crate::session::{SessionConfig, Settling, Store, TurnCommit, UnderWay};
 use crate::telemetry::metrics::{Metrics, Outcome};
@@ -47,7 +47,7 @@ enum Settled {
 }
 
 /// A report, and where the committer says it is done with it.
-type Report = (Settled, oneshot::Sender<()>);
+type Report = body::Report<Settled>;
 
 /// How a turn ended, once its committer is done.
 #[derive(Debug)]
@@ -82,13 +82,8 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
         let (Some(report), Some(config)) = (self.report.take(), self.config.take()) else {
             return None;
         };
-        let (done_tx, done) = oneshot::channel();
         // The committer is gone only if the runtime is shutting down; nothing to wait for then.
-        report.0.send((settle(pipeline, config), done_tx)).ok()?;
-        Some(Box::pin(async move {
-            // Resolves when the committer is done, or gone.
-            let _ = done.await;
-        }))
+        report_and_hold(report.0, settle(pipeline, config))
     }
 }
 
