@@ -21,7 +21,7 @@ use super::upstream::UpstreamClient;
 use crate::config::{Route, Upstream};
 use crate::dialect::{write_request, CodecOptions, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{RunAgentInput, RunIds};
+use crate::event::{RunAgentInput, RunIds, Tool};
 use crate::mapping::Mappings;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::sse::Framing;
@@ -75,11 +75,12 @@ impl Relay {
             .unwrap_or_else(|| UpstreamClient::new(route.limits.connect_timeout))
     }
 
-    /// The readers' and writers' options for a run of `input` on `route`.
-    pub fn codecs(&self, route: &Route, input: &RunAgentInput) -> CodecOptions {
+    /// The readers' and writers' options on `route`, for a run that declares `tools` (none
+    /// while its request is still being read).
+    pub fn codecs(&self, route: &Route, tools: &[Tool]) -> CodecOptions {
         CodecOptions {
             mappings: self.mappings.clone(),
-            tools: input.tools.iter().map(|t| t.name.clone()).collect(),
+            tools: tools.iter().map(|t| t.name.clone()).collect(),
             agui: crate::dialect::agui::AguiOptions {
                 reader: route.reader,
                 unknown_fields: route.unknown_fields,
@@ -119,7 +120,7 @@ impl Relay {
     ) -> Result<Pipeline, Failure> {
         crate::dialect::check_pair(route.upstream_dialect, route.client)
             .map_err(|e| Failure::new(ErrorCode::NotImplemented, e.to_string()))?;
-        let codecs = self.codecs(route, input);
+        let codecs = self.codecs(route, &input.tools);
         let options = self.pipeline_options(route, input, framing);
         let reader = route
             .upstream_dialect
@@ -146,7 +147,11 @@ impl Relay {
             Upstream::Url(uri) => uri,
         };
         let request_headers = headers::upstream_request_headers(client_headers);
-        let body = write_request(route.upstream_dialect, input, &self.codecs(route, input));
+        let body = write_request(
+            route.upstream_dialect,
+            input,
+            &self.codecs(route, &input.tools),
+        );
         let response = self
             .client(route)
             .post(uri, request_headers, body, route.limits.headers_timeout)

@@ -284,7 +284,7 @@ impl Gateway {
         let (parts, body) = request.into_parts();
         let body = read_body(body, route.limits.max_request_bytes).await?;
         let mut new_id = || uuid::Uuid::new_v4().to_string();
-        let codecs = self.relay.codecs(route, &Default::default());
+        let codecs = self.relay.codecs(route, &[]);
         let mut input = read_request(route.client, &body, &codecs, &mut new_id)?;
         input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());

@@ -121,7 +121,7 @@ impl AapClient {
                 limit_stops: config.limit_stops,
             },
         );
-        let writer = route.client.writer(&relay.codecs(route, &input));
+        let writer = route.client.writer(&relay.codecs(route, &input.tools));
         let pipeline = Pipeline::from_parts(reader, writer, options);
         let state: Shared = Arc::new(Mutex::new(RunState {
             key: format!("{}\u{1f}{}", route.path, input.thread_id),

@@ -446,7 +446,7 @@ async fn run(
             };
         }
     };
-    let codecs = relay.codecs(route, &input);
+    let codecs = relay.codecs(route, &input.tools);
     let options = relay.pipeline_options(route, &input, framing);
     let reader = route
         .upstream_dialect
