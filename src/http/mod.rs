@@ -19,3 +19,10 @@ pub mod request_body;
 pub mod response;
 pub mod stall;
 pub mod upstream;
+
+use std::net::SocketAddr;
+
+/// The address of the client connection a request came on: the server attaches it to every
+/// request as an extension, for logs and the forwarding headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);

@@ -51,6 +51,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::http::stall::StallGuard;
+use crate::http::ClientAddr;
 use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
 
@@ -167,7 +168,8 @@ impl Server {
             };
             let _ = stream.set_nodelay(true);
             let gateway = Arc::clone(&gateway);
-            let service = service_fn(move |request| {
+            let service = service_fn(move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(ClientAddr(peer));
                 let gateway = Arc::clone(&gateway);
                 async move { Ok::<_, Infallible>(gateway.handle(request).await) }
             });

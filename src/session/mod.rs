@@ -19,11 +19,13 @@
 //! over a channel and then writes the store; a closed channel ends the mark unchanged.
 
 mod memory;
+mod principal;
 mod records;
 mod settling;
 mod timed;
 
 pub use memory::MemoryStore;
+pub use principal::{Principal, ANONYMOUS};
 pub use records::{PendingCall, ThreadRecord};
 pub use settling::{Ending, Settling, UnderWay};
 pub use timed::{Timed, DEFAULT_STORE_TIMEOUT};

@@ -35,7 +35,7 @@ use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
 use crate::http::relay::Relay;
 use crate::http::response::{json as json_response, Refusal, ResponseBody};
-use crate::session::{Settling, Store, StoreError};
+use crate::session::{Principal, Settling, Store, StoreError};
 
 /// One AAP face: the routes (agents) sharing a path prefix.
 pub(crate) struct Face<'a> {
@@ -97,9 +97,11 @@ impl<'a> Face<'a> {
 pub(crate) async fn handle(
     face: &Face<'_>,
     relay: &Relay,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Refusal> {
-    authorize(face, request.headers())?;
+    if let Some(principal) = authorize(face, request.headers())? {
+        request.extensions_mut().insert(principal);
+    }
     let path = request.uri().path();
     let rest = path
         .strip_prefix(face.prefix)
@@ -146,11 +148,12 @@ pub(crate) async fn handle(
     Ok(answered?)
 }
 
-/// 401 unless the face has no keys or the request carries one of them.
-fn authorize(face: &Face<'_>, headers: &http::HeaderMap) -> Result<(), Failure> {
+/// 401 unless the face has no keys or the request carries one of them; the principal of the
+/// key that matched.
+fn authorize(face: &Face<'_>, headers: &http::HeaderMap) -> Result<Option<Principal>, Failure> {
     let mut keys = face.keys().peekable();
     if keys.peek().is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let given = headers
         .get(header::AUTHORIZATION)
@@ -163,7 +166,7 @@ fn authorize(face: &Face<'_>, headers: &http::HeaderMap) -> Result<(), Failure> 
     // Every key is compared in full, so the time taken does not tell which one nearly matched.
     let matched = keys.fold(false, |found, key| constant_time_eq(key, given) | found);
     if matched && !given.is_empty() {
-        Ok(())
+        Ok(Some(Principal::for_api_key(given)))
     } else {
         Err(Failure::new(
             ErrorCode::Unauthorized,
