@@ -70,9 +70,10 @@ pub(super) fn client_tls(
     let ca_file = path(p, "ca_file", &raw.ca_file);
     let cert = path(p, "client_cert", &raw.client_cert);
     let key = path(p, "client_key", &raw.client_key);
+    // Every file is checked before giving up, so all of their problems are reported at once.
     let roots = match &ca_file {
-        Some((file, span)) => report(p, span.clone(), &keys.key("ca_file"), read_roots(file))?,
-        None => rustls::RootCertStore::empty(),
+        Some((file, span)) => report(p, span.clone(), &keys.key("ca_file"), read_roots(file)),
+        None => Some(rustls::RootCertStore::empty()),
     };
     let identity = match (&cert, &key) {
         (Some((cert, cert_span)), Some((key, key_span))) => {
@@ -84,26 +85,30 @@ pub(super) fn client_tls(
             );
             let key_key = keys.key("client_key");
             let der = report(p, key_span.clone(), &key_key, read_key(key));
-            let (chain, der) = (chain?, der?);
-            Some(report(
-                p,
-                key_span.clone(),
-                &key_key,
-                certified_key(chain, der, key),
-            )?)
+            match (chain, der) {
+                (Some(chain), Some(der)) => report(
+                    p,
+                    key_span.clone(),
+                    &key_key,
+                    certified_key(chain, der, key),
+                )
+                .map(Some),
+                _ => None,
+            }
         }
         (Some((_, span)), None) => {
             let problem = "is given without client_key; give both or neither".into();
             p.at(span.clone(), &keys.key("client_cert"), problem);
-            return None;
+            None
         }
         (None, Some((_, span))) => {
             let problem = "is given without client_cert; give both or neither".into();
             p.at(span.clone(), &keys.key("client_key"), problem);
-            return None;
+            None
         }
-        (None, None) => None,
+        (None, None) => Some(None),
     };
+    let (roots, identity) = (roots?, identity?);
     let files = ClientFiles {
         ca_file: ca_file.map(|(f, _)| f),
         client_cert: cert.map(|(f, _)| f),
