@@ -2,12 +2,12 @@
 //! and the mapping of every way the upstream can fail before its body into an [`ErrorCode`]
 //! (`streaming.md` §6, `translation.md` §7).
 //!
-//! Plain `http://` upstreams are spoken to in HTTP/1.1. `https://` upstreams go through rustls
-//! with the route's client configuration (`crate::tls::client`), offering `h2` and `http/1.1`
-//! by ALPN; the connection speaks what the upstream picks. A TLS failure (an untrusted or
-//! expired certificate, a hostname it does not cover, a refused client certificate) is a 502
-//! `UPSTREAM_UNAVAILABLE` whose message says only that; the certificate problem and the host
-//! go to the log.
+//! Upstreams are spoken to in HTTP/1.1, `https://` ones through rustls with the route's client
+//! configuration (`crate::tls::client`), offering `http/1.1` by ALPN. One request per
+//! connection at a time keeps cancellation simple: dropping a request closes its upstream
+//! connection, on TLS as in plaintext. A TLS failure (an untrusted or expired certificate, a
+//! hostname it does not cover, a refused client certificate) is a 502 `UPSTREAM_UNAVAILABLE`
+//! whose message says only that; the certificate problem and the host go to the log.
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -46,16 +46,14 @@ impl UpstreamClient {
         connector.set_nodelay(true);
         // The TLS layer above decides the scheme.
         connector.enforce_http(false);
-        let config = match tls {
+        let mut config = match tls {
             Some(tls) => ClientConfig::clone(&tls.config),
             None => ClientConfig::clone(&crate::tls::client::plain_only()),
         };
-        let connector = HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(connector);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // `http://` URIs pass through to the plain connector; SNI and verification use the
+        // URI's host.
+        let connector = HttpsConnector::from((connector, config));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(connector);

@@ -54,6 +54,7 @@ use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
 use connection::Connections;
+pub use connection::TLS_HANDSHAKE_TIMEOUT;
 
 /// Shared state of the server: read-only but for the session store.
 struct Gateway {
