@@ -12,7 +12,7 @@ use super::aap_face::{aap_agent, AapAgent, RawAap};
 use super::dialects::{agui_options, hai_options, unknown_fields, RawAguiOptions, RawHaiOptions};
 use super::limits::{limits, Limits, RawLimits};
 use super::problems::{Keys, Problems};
-use super::tls::{client_tls, is_https, RawClientTls};
+use super::tls::{client_tls, RawClientTls};
 use crate::dialect::agui::{ReaderOptions, RequestProfile, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
@@ -104,13 +104,10 @@ pub(super) fn build(
         None => Some(Dialect::AgUi),
     };
     let upstream = upstream(p, &keys.key("upstream"), &raw.upstream);
-    let tls = client_tls(
-        p,
-        &keys.table("tls"),
-        raw.tls.as_ref(),
-        at.clone(),
-        upstream.as_ref(),
-    );
+    let https = upstream
+        .as_ref()
+        .map(|u| matches!(u, Upstream::Url(uri) if is_https(uri)));
+    let tls = client_tls(p, &keys.table("tls"), raw.tls.as_ref(), at.clone(), https);
     let limits = limits(p, &keys.table("limits"), &raw.limits, defaults.limits);
     let unknown_fields = unknown_fields(p, &keys.key("unknown_fields"), &raw.unknown_fields);
     let (reader, request_profile) = agui_options(p, &keys.table("agui"), &raw.agui);
@@ -213,6 +210,10 @@ fn upstream(p: &mut Problems, key: &str, v: &Spanned<String>) -> Option<Upstream
             None
         }
     }
+}
+
+fn is_https(uri: &Uri) -> bool {
+    uri.scheme_str() == Some("https")
 }
 
 fn check_dialects(

@@ -6,10 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use toml::Spanned;
-
 use super::limits::parse_duration;
-use super::problems::{Keys, Problems};
+use super::problems::{Given, Problems};
 use super::raw::RawConfig;
 use super::Overrides;
 use crate::tls::ListenerTls;
@@ -27,46 +25,6 @@ pub(super) struct Server {
     pub stall_timeout: Duration,
     /// TLS on `listen`; `None` without it or after a problem.
     pub tls: Option<ListenerTls>,
-}
-
-/// Where a setting's text came from.
-pub(super) enum Given<'a> {
-    Flag(&'a str),
-    File(&'a Spanned<String>),
-}
-
-impl<'a> Given<'a> {
-    pub(super) fn pick(
-        flag: &'a Option<String>,
-        file: &'a Option<Spanned<String>>,
-    ) -> Option<Given<'a>> {
-        match (flag, file) {
-            (Some(text), _) => Some(Given::Flag(text)),
-            (None, Some(v)) => Some(Given::File(v)),
-            (None, None) => None,
-        }
-    }
-
-    pub(super) fn text(&self) -> &str {
-        match self {
-            Given::Flag(text) => text,
-            Given::File(v) => v.get_ref(),
-        }
-    }
-
-    /// Reports at the file's value, or under the flag's name.
-    pub(super) fn report(
-        &self,
-        file: &mut Problems,
-        flags: &mut Problems,
-        key: &str,
-        problem: String,
-    ) {
-        match self {
-            Given::Flag(_) => flags.plain(&Keys::flags().key(key), problem),
-            Given::File(v) => file.at(v.span(), key, problem),
-        }
-    }
 }
 
 pub(super) fn server(

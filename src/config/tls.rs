@@ -14,13 +14,10 @@
 use std::ops::Range;
 use std::path::PathBuf;
 
-use http::Uri;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::problems::{Keys, Problems};
-use super::routes::Upstream;
-use super::server::Given;
+use super::problems::{Given, Keys, Problems};
 use crate::tls::client::read_roots;
 use crate::tls::server::Stamp;
 use crate::tls::{certified_key, read_certs, read_key, ClientFiles, ClientTls, ListenerTls};
@@ -35,18 +32,18 @@ pub(super) struct RawClientTls {
 }
 
 /// How a route reaches its upstream over TLS: `Some` exactly for an `https://` upstream (the
-/// system roots alone without a table); `None` otherwise, or after a problem.
+/// system roots alone without a table); `None` otherwise, or after a problem. `https` says
+/// whether the upstream is an `https://` URL (`None` when the upstream itself has a problem).
 pub(super) fn client_tls(
     p: &mut Problems,
     keys: &Keys,
     raw: Option<&RawClientTls>,
     at: Range<usize>,
-    upstream: Option<&Upstream>,
+    https: Option<bool>,
 ) -> Option<ClientTls> {
-    let https = matches!(upstream, Some(Upstream::Url(uri)) if is_https(uri));
     let raw = match (https, raw) {
-        (true, raw) => raw,
-        (false, Some(_)) if upstream.is_some() => {
+        (Some(true), raw) => raw,
+        (Some(false), Some(_)) => {
             p.at(
                 at,
                 &keys.whole(),
@@ -54,7 +51,7 @@ pub(super) fn client_tls(
             );
             return None;
         }
-        (false, _) => return None,
+        (_, _) => return None,
     };
     let Some(raw) = raw else {
         return report(p, at, &keys.whole(), ClientTls::system());
@@ -115,10 +112,6 @@ pub(super) fn client_tls(
         client_key: key.map(|(f, _)| f),
     };
     report(p, at, &keys.whole(), ClientTls::new(files, roots, identity))
-}
-
-pub(super) fn is_https(uri: &Uri) -> bool {
-    uri.scheme_str() == Some("https")
 }
 
 /// The listener's TLS, from `tls_cert` and `tls_key` (each the flag, else the file); `None`
