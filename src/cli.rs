@@ -57,6 +57,13 @@ struct ServeArgs {
     /// Admin listener for /metrics, /live and /ready (off unless given).
     #[arg(long, env = "DIALECT_PROXY_ADMIN_LISTEN")]
     admin_listen: Option<String>,
+    /// PEM certificate chain: the listener speaks HTTPS (h2 and http/1.1 by ALPN) with
+    /// --tls-key; both files are re-read when they change [default: plaintext].
+    #[arg(long, env = "DIALECT_PROXY_TLS_CERT")]
+    tls_cert: Option<String>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "DIALECT_PROXY_TLS_KEY")]
+    tls_key: Option<String>,
     /// Dialect of the clients (single-route mode) [default: ag-ui].
     #[arg(long, env = "DIALECT_PROXY_CLIENT")]
     client: Option<String>,
@@ -224,6 +231,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         mappings: args.common.mappings,
         drain_timeout: args.limits.drain_timeout.clone(),
         stall_timeout: args.limits.stall_timeout.clone(),
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
         limits: args.limits.raw(),
         // Keys are secrets: from the environment only, never a flag (visible in `ps`).
         aap_api_keys: std::env::var(config::AAP_API_KEYS_ENV).ok(),
@@ -254,8 +263,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let server = crate::server::Server::new(config, listener, shared);
-    announce(addr, admin.as_ref().map(|(a, _)| *a))?;
+    announce(scheme, addr, admin.as_ref().map(|(a, _)| *a))?;
     server.run(shutdown_signal()).await?;
     if let Some((_, task)) = admin {
         task.abort();
@@ -263,10 +277,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The one line tests and operators read to learn the bound address.
-fn announce(addr: SocketAddr, admin: Option<SocketAddr>) -> anyhow::Result<()> {
+/// The one line tests and operators read to learn the bound address (`https://` with TLS).
+fn announce(scheme: &str, addr: SocketAddr, admin: Option<SocketAddr>) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "dialect-proxy listening on http://{addr}")?;
+    writeln!(stdout, "dialect-proxy listening on {scheme}://{addr}")?;
     if let Some(admin) = admin {
         writeln!(stdout, "dialect-proxy admin on http://{admin}")?;
     }

@@ -24,6 +24,8 @@
 //!
 //! - [`session`] — the async session store (`Store`) and its in-memory default.
 //! - [`telemetry`] — logging, and the Prometheus metrics of finished streams.
+//! - [`tls`] — TLS on both sides: PEM files, the upstream client configurations, the
+//!   listener's certificate that is re-read when its files change.
 //! - [`config`] — file, environment and flags resolved into one validated configuration.
 //! - [`demo`] — the scripted AG-UI demo agent, in-process or as its own server.
 //! - [`http`] — the leaf HTTP layer: the handle faces get (`Relay`), the upstream client, the
@@ -43,6 +45,7 @@ pub mod dialect;
 pub mod pipeline;
 pub mod session;
 pub mod telemetry;
+pub mod tls;
 pub mod config;
 pub mod demo;
 pub mod http;

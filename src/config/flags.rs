@@ -24,6 +24,9 @@ pub struct Overrides {
     pub mappings: Option<PathBuf>,
     pub drain_timeout: Option<String>,
     pub stall_timeout: Option<String>,
+    /// The listener's certificate chain and key (PEM paths), `--tls-cert`/`--tls-key`.
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
     pub limits: RawLimits,
     /// API keys for every AAP face, from [`super::AAP_API_KEYS_ENV`] (comma-separated).
     pub aap_api_keys: Option<String>,
@@ -53,6 +56,7 @@ impl Overrides {
             unknown_fields: None,
             agui: Default::default(),
             hai: Default::default(),
+            tls: None,
             aap: is_aap(&self.client).then(|| {
                 let mut aap = RawAap::default();
                 aap.name = self.agent_name.as_deref().map(given);

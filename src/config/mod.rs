@@ -4,7 +4,8 @@
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`]), `sessions`, `mappings`. The single-route flags
+//! `dialects`, `aap_face`, [`aap_client`]), `tls` (the listener's and the upstreams'),
+//! `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
 //! says how problems are reported.
 
@@ -27,6 +28,7 @@ mod raw;
 mod routes;
 mod server;
 mod sessions;
+mod tls;
 
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
@@ -59,6 +61,8 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// Bounds of the AAP session store (`[sessions]`).
     pub sessions: SessionLimits,
+    /// TLS on `listen` (`tls_cert`, `tls_key`); plaintext without it.
+    pub tls: Option<crate::tls::ListenerTls>,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -144,7 +148,9 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
             )),
             None => f.plain(
                 "--upstream",
-                format!("required without --config (an http:// URL, or {BUILTIN_DEMO})"),
+                format!(
+                    "required without --config (an http:// or https:// URL, or {BUILTIN_DEMO})"
+                ),
             ),
         }
     }
@@ -172,6 +178,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         drain_timeout: server.drain_timeout,
         stall_timeout: server.stall_timeout,
         sessions,
+        tls: server.tls,
     })
 }
 

@@ -1,7 +1,8 @@
 //! How problems are collected and reported: every problem is gathered before `load` fails, one
 //! per line, `file:line:column: key: problem` when it has a place in the file (a TOML error also
 //! shows the line it is on), `flags: --flag: problem` when a flag or the environment gave the
-//! value. Also the small readers every table shares, which report at the value's place.
+//! value ([`Given`] says which). Also the small readers every table shares, which report at the
+//! value's place.
 
 use std::ops::Range;
 
@@ -154,6 +155,37 @@ fn excerpt(text: &str, span: &Range<usize>) -> String {
         "^".repeat(width),
         w = gutter.len()
     )
+}
+
+/// Where a setting's text came from.
+pub(super) enum Given<'a> {
+    Flag(&'a str),
+    File(&'a Spanned<String>),
+}
+
+impl<'a> Given<'a> {
+    pub fn pick(flag: &'a Option<String>, file: &'a Option<Spanned<String>>) -> Option<Given<'a>> {
+        match (flag, file) {
+            (Some(text), _) => Some(Given::Flag(text)),
+            (None, Some(v)) => Some(Given::File(v)),
+            (None, None) => None,
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        match self {
+            Given::Flag(text) => text,
+            Given::File(v) => v.get_ref(),
+        }
+    }
+
+    /// Reports at the file's value, or under the flag's name.
+    pub fn report(&self, file: &mut Problems, flags: &mut Problems, key: &str, problem: String) {
+        match self {
+            Given::Flag(_) => flags.plain(&Keys::flags().key(key), problem),
+            Given::File(v) => file.at(v.span(), key, problem),
+        }
+    }
 }
 
 /// How keys are spelled where a value came from: `routes[0].limits.idle_timeout` in the file,

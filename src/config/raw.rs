@@ -22,6 +22,8 @@ const KEYS: &[&str] = &[
     "mappings",
     "drain_timeout",
     "stall_timeout",
+    "tls_cert",
+    "tls_key",
     "limits",
     "routes",
     "sessions",
@@ -34,6 +36,8 @@ pub(super) struct RawConfig {
     pub mappings: Option<PathBuf>,
     pub drain_timeout: Option<Spanned<String>>,
     pub stall_timeout: Option<Spanned<String>>,
+    pub tls_cert: Option<Spanned<String>>,
+    pub tls_key: Option<Spanned<String>>,
     pub limits: RawLimits,
     /// The routes that could be read, each with its index among those written.
     pub routes: Vec<(usize, Spanned<RawRoute>)>,
@@ -56,6 +60,8 @@ impl RawConfig {
                 "mappings" => raw.mappings = entry(p, key, item),
                 "drain_timeout" => raw.drain_timeout = entry(p, key, item),
                 "stall_timeout" => raw.stall_timeout = entry(p, key, item),
+                "tls_cert" => raw.tls_cert = entry(p, key, item),
+                "tls_key" => raw.tls_key = entry(p, key, item),
                 "limits" => raw.limits = entry(p, key, item).unwrap_or_default(),
                 "sessions" => raw.sessions = entry(p, key, item).unwrap_or_default(),
                 "routes" => match part::elements(key, item) {

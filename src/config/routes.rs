@@ -12,6 +12,7 @@ use super::aap_face::{aap_agent, AapAgent, RawAap};
 use super::dialects::{agui_options, hai_options, unknown_fields, RawAguiOptions, RawHaiOptions};
 use super::limits::{limits, Limits, RawLimits};
 use super::problems::{Keys, Problems};
+use super::tls::{client_tls, RawClientTls};
 use crate::dialect::agui::{ReaderOptions, RequestProfile, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
@@ -27,6 +28,8 @@ pub struct Route {
     pub client: Dialect,
     pub upstream: Upstream,
     pub upstream_dialect: Dialect,
+    /// How an `https://` upstream is reached (`[routes.tls]`); `None` for any other.
+    pub tls: Option<crate::tls::ClientTls>,
     pub limits: Limits,
     pub keep_upstream_run_ids: bool,
     pub unknown_fields: UnknownFields,
@@ -69,6 +72,7 @@ pub(super) struct RawRoute {
     pub hai: RawHaiOptions,
     pub aap: Option<RawAap>,
     pub aap_upstream: Option<RawAapUpstream>,
+    pub tls: Option<RawClientTls>,
 }
 
 /// What every route starts from.
@@ -100,6 +104,10 @@ pub(super) fn build(
         None => Some(Dialect::AgUi),
     };
     let upstream = upstream(p, &keys.key("upstream"), &raw.upstream);
+    let https = upstream
+        .as_ref()
+        .map(|u| matches!(u, Upstream::Url(uri) if is_https(uri)));
+    let tls = client_tls(p, &keys.table("tls"), raw.tls.as_ref(), at.clone(), https);
     let limits = limits(p, &keys.table("limits"), &raw.limits, defaults.limits);
     let unknown_fields = unknown_fields(p, &keys.key("unknown_fields"), &raw.unknown_fields);
     let (reader, request_profile) = agui_options(p, &keys.table("agui"), &raw.agui);
@@ -159,6 +167,7 @@ pub(super) fn build(
             client,
             upstream,
             upstream_dialect,
+            tls,
             limits,
             keep_upstream_run_ids: raw.keep_upstream_run_ids,
             unknown_fields,
@@ -186,22 +195,25 @@ fn upstream(p: &mut Problems, key: &str, v: &Spanned<String>) -> Option<Upstream
         return Some(Upstream::BuiltinDemo);
     }
     match text.parse::<Uri>() {
-        Ok(uri) if uri.scheme_str() == Some("http") && uri.authority().is_some() => {
+        Ok(uri)
+            if (uri.scheme_str() == Some("http") || is_https(&uri))
+                && uri.authority().is_some() =>
+        {
             Some(Upstream::Url(uri))
-        }
-        Ok(uri) if uri.scheme_str() == Some("https") => {
-            p.at(v.span(), key, format!("{text:?}: https upstreams are not supported by this build; put a TLS-terminating sidecar or plain http on the pod network"));
-            None
         }
         _ => {
             p.at(
                 v.span(),
                 key,
-                format!("{text:?} is not an http:// URL or {BUILTIN_DEMO}"),
+                format!("{text:?} is not an http:// or https:// URL, or {BUILTIN_DEMO}"),
             );
             None
         }
     }
+}
+
+fn is_https(uri: &Uri) -> bool {
+    uri.scheme_str() == Some("https")
 }
 
 fn check_dialects(

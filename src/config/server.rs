@@ -1,16 +1,16 @@
-//! The server itself: where it listens (`listen`, `admin_listen`) and how long it waits for
-//! open streams on shutdown and for a blocked client (`drain_timeout`, `stall_timeout`). Each is
-//! the flag (or its environment variable), else the file, else the default.
+//! The server itself: where it listens (`listen`, `admin_listen`), whether it speaks TLS there
+//! (`tls_cert`, `tls_key`: see `tls`), and how long it waits for open streams on shutdown and
+//! for a blocked client (`drain_timeout`, `stall_timeout`). Each is the flag (or its environment
+//! variable), else the file, else the default.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use toml::Spanned;
-
 use super::limits::parse_duration;
-use super::problems::{Keys, Problems};
+use super::problems::{Given, Problems};
 use super::raw::RawConfig;
 use super::Overrides;
+use crate::tls::ListenerTls;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -23,37 +23,8 @@ pub(super) struct Server {
     pub admin_listen: Option<SocketAddr>,
     pub drain_timeout: Duration,
     pub stall_timeout: Duration,
-}
-
-/// Where a setting's text came from.
-enum Given<'a> {
-    Flag(&'a str),
-    File(&'a Spanned<String>),
-}
-
-impl<'a> Given<'a> {
-    fn pick(flag: &'a Option<String>, file: &'a Option<Spanned<String>>) -> Option<Given<'a>> {
-        match (flag, file) {
-            (Some(text), _) => Some(Given::Flag(text)),
-            (None, Some(v)) => Some(Given::File(v)),
-            (None, None) => None,
-        }
-    }
-
-    fn text(&self) -> &str {
-        match self {
-            Given::Flag(text) => text,
-            Given::File(v) => v.get_ref(),
-        }
-    }
-
-    /// Reports at the file's value, or under the flag's name.
-    fn report(&self, file: &mut Problems, flags: &mut Problems, key: &str, problem: String) {
-        match self {
-            Given::Flag(_) => flags.plain(&Keys::flags().key(key), problem),
-            Given::File(v) => file.at(v.span(), key, problem),
-        }
-    }
+    /// TLS on `listen`; `None` without it or after a problem.
+    pub tls: Option<ListenerTls>,
 }
 
 pub(super) fn server(
@@ -85,20 +56,29 @@ pub(super) fn server(
             default
         }),
     };
+    let drain_timeout = duration(
+        "drain_timeout",
+        &overrides.drain_timeout,
+        &raw.drain_timeout,
+        DEFAULT_DRAIN_TIMEOUT,
+    );
+    let stall_timeout = duration(
+        "stall_timeout",
+        &overrides.stall_timeout,
+        &raw.stall_timeout,
+        DEFAULT_STALL_TIMEOUT,
+    );
+    let tls = super::tls::listener_tls(
+        file,
+        flags,
+        Given::pick(&overrides.tls_cert, &raw.tls_cert),
+        Given::pick(&overrides.tls_key, &raw.tls_key),
+    );
     Server {
         listen,
         admin_listen,
-        drain_timeout: duration(
-            "drain_timeout",
-            &overrides.drain_timeout,
-            &raw.drain_timeout,
-            DEFAULT_DRAIN_TIMEOUT,
-        ),
-        stall_timeout: duration(
-            "stall_timeout",
-            &overrides.stall_timeout,
-            &raw.stall_timeout,
-            DEFAULT_STALL_TIMEOUT,
-        ),
+        drain_timeout,
+        stall_timeout,
+        tls,
     }
 }

@@ -68,7 +68,7 @@ fn flag_mode_needs_an_upstream_and_known_dialects() {
         "{err}"
     );
     let err = load(None, &flags("ftp://x/")).unwrap_err().to_string();
-    assert!(err.contains("not an http:// URL"), "{err}");
+    assert!(err.contains("not an http:// or https:// URL"), "{err}");
 }
 
 #[test]
@@ -454,7 +454,7 @@ fn two_routes_on_one_path_are_a_conflict_unless_they_form_one_aap_face() {
 fn flag_problems_are_reported_under_the_flag_name() {
     assert_eq!(
         flag_error(&flags("ftp://x/")),
-        "flags: --upstream: \"ftp://x/\" is not an http:// URL or builtin:demo"
+        "flags: --upstream: \"ftp://x/\" is not an http:// or https:// URL, or builtin:demo"
     );
     let mut o = flags("builtin:demo");
     o.listen = Some("nowhere".into());
@@ -583,4 +583,222 @@ fn a_mappings_directory_overrides_the_builtin_table() {
     // A directory without the file keeps the default.
     let m = load_mappings(Path::new("/nonexistent-dir")).unwrap();
     assert!(!m.agui.keys.is_empty());
+}
+
+// ---------------------------------------------------------------- TLS
+
+/// A directory with PEM files made for the test: `ca.pem`, `cert.pem` + `key.pem` (signed by
+/// the CA), and `other-key.pem` (belongs to no certificate here). Removed on drop.
+struct Pems(std::path::PathBuf);
+
+impl Pems {
+    fn new() -> Pems {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("dp-config-pem-{}-{call}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        let other = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(dir.join("other-key.pem"), other.serialize_pem()).unwrap();
+        Pems(dir)
+    }
+
+    /// The path of one file, as a TOML string's content.
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Pems {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn https_route(tls: &str) -> String {
+    format!("[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"https://127.0.0.1:9443/agent\"\n{tls}")
+}
+
+#[test]
+fn https_upstreams_take_a_tls_table_and_share_files_by_value() {
+    let pems = Pems::new();
+    let c = file(&format!(
+        "{}[routes.tls]\nca_file = \"{}\"\nclient_cert = \"{}\"\nclient_key = \"{}\"\n\
+         [[routes]]\npath = \"/system\"\nclient = \"ag-ui\"\nupstream = \"https://example.com/agent\"\n\
+         [[routes]]\npath = \"/plain\"\nclient = \"ag-ui\"\nupstream = \"http://127.0.0.1:9001/agent\"\n",
+        https_route(""),
+        pems.path("ca.pem"),
+        pems.path("cert.pem"),
+        pems.path("key.pem"),
+    ))
+    .unwrap();
+    let tls = c.route("/").unwrap().tls.as_ref().unwrap();
+    assert_eq!(tls.files.ca_file, Some(pems.0.join("ca.pem")));
+    assert_eq!(tls.files.client_key, Some(pems.0.join("key.pem")));
+    assert!(tls.config.client_auth_cert_resolver.has_certs());
+    let system = c.route("/system").unwrap().tls.as_ref().unwrap();
+    assert_eq!(system.files, crate::tls::ClientFiles::default());
+    assert!(!system.config.client_auth_cert_resolver.has_certs());
+    assert!(c.route("/plain").unwrap().tls.is_none());
+    assert!(c.tls.is_none(), "the listener stays plaintext");
+    // The flags' route reaches an https upstream with the system roots.
+    let flags_route = load(None, &flags("https://example.com/agent")).unwrap();
+    assert!(flags_route.routes[0].tls.is_some());
+}
+
+#[test]
+fn routes_tls_problems_are_reported_at_their_keys() {
+    let pems = Pems::new();
+    // client_cert without client_key, and a CA file that is not there.
+    let err = file(&https_route(&format!(
+        "[routes.tls]\nca_file = \"{}\"\nclient_cert = \"{}\"\n",
+        pems.path("missing.pem"),
+        pems.path("cert.pem"),
+    )))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:11: routes[0].tls.ca_file: cannot read ") && err.contains("missing.pem"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            ":7:15: routes[0].tls.client_cert: is given without client_key; give both or neither"
+        ),
+        "{err}"
+    );
+    let err = file(&https_route(&format!(
+        "[routes.tls]\nclient_key = \"{}\"\n",
+        pems.path("key.pem")
+    )))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:14: routes[0].tls.client_key: is given without client_cert"),
+        "{err}"
+    );
+    // A key that does not belong to the certificate; a key file that holds a certificate.
+    let err = file(&https_route(&format!(
+        "[routes.tls]\nclient_cert = \"{}\"\nclient_key = \"{}\"\n",
+        pems.path("cert.pem"),
+        pems.path("other-key.pem"),
+    )))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(":7:14: routes[0].tls.client_key: "), "{err}");
+    assert!(err.contains("other-key.pem"), "{err}");
+    let err = file(&https_route(&format!(
+        "[routes.tls]\nca_file = \"{}\"\nclient_cert = \"{}\"\nclient_key = \"{}\"\n",
+        pems.path("key.pem"),
+        pems.path("cert.pem"),
+        pems.path("cert.pem"),
+    )))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:11: routes[0].tls.ca_file: ") && err.contains("holds no PEM certificate"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":8:14: routes[0].tls.client_key: ")
+            && err.contains("holds no PEM private key"),
+        "{err}"
+    );
+    // An unknown key in the table, and a table on a plain http upstream.
+    let err = file(&https_route("[routes.tls]\nverify = false\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("routes[0].tls.verify: unknown field `verify`"),
+        "{err}"
+    );
+    let err = file(
+        "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"http://127.0.0.1:1/\"\n[routes.tls]\nca_file = \"x.pem\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":1:1: routes[0].tls: only an https:// upstream has a [routes.tls] table"),
+        "{err}"
+    );
+}
+
+#[test]
+fn listener_tls_is_read_from_the_file_or_the_flags() {
+    let pems = Pems::new();
+    let routes = "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
+    let c = file(&format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"\n{routes}",
+        pems.path("cert.pem"),
+        pems.path("key.pem")
+    ))
+    .unwrap();
+    let tls = c.tls.unwrap();
+    assert_eq!(tls.cert_file, pems.0.join("cert.pem"));
+    assert_eq!(
+        tls.config.alpn_protocols,
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    );
+    let mut o = flags("builtin:demo");
+    o.tls_cert = Some(pems.path("cert.pem"));
+    o.tls_key = Some(pems.path("key.pem"));
+    assert!(load(None, &o).unwrap().tls.is_some());
+}
+
+#[test]
+fn listener_tls_problems_are_reported_at_their_keys() {
+    let pems = Pems::new();
+    let routes = "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
+    let err = file(&format!(
+        "listen = \"127.0.0.1:1\"\ntls_cert = \"{}\"\n{routes}",
+        pems.path("cert.pem")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":2:12: tls_cert: is given without tls_key; give both or neither"),
+        "{err}"
+    );
+    // Unreadable files, each at its own place.
+    let err = file(&format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"\n{routes}",
+        pems.path("missing-cert.pem"),
+        pems.path("missing-key.pem")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(":1:12: tls_cert: cannot read "), "{err}");
+    assert!(err.contains(":2:11: tls_key: cannot read "), "{err}");
+    assert!(err.contains("missing-key.pem"), "{err}");
+    // A key that belongs to another certificate.
+    let err = file(&format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"\n{routes}",
+        pems.path("cert.pem"),
+        pems.path("other-key.pem")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(":2:11: tls_key: "), "{err}");
+    // The flags are named as flags.
+    let mut o = flags("builtin:demo");
+    o.tls_key = Some(pems.path("key.pem"));
+    assert_eq!(
+        flag_error(&o),
+        "flags: --tls-key: is given without tls_cert; give both or neither"
+    );
+    o.tls_cert = Some(pems.path("nothing.pem"));
+    let err = flag_error(&o);
+    assert!(err.starts_with("flags: --tls-cert: cannot read "), "{err}");
 }

@@ -26,6 +26,11 @@ use crate::mapping::Mappings;
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
+use crate::tls::ClientFiles;
+
+/// What a pooled client is built for: a connect timeout, and the TLS files of an `https://`
+/// upstream (`None` for plain `http://`).
+type ClientKey = (Duration, Option<ClientFiles>);
 
 /// The media type of AG-UI protobuf streams, which the gateway does not translate.
 const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
@@ -33,8 +38,9 @@ const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 /// See the module docs. Cheap to clone.
 #[derive(Clone)]
 pub struct Relay {
-    /// One pooled client per distinct connect timeout, so each route's timeout holds.
-    clients: Arc<HashMap<Duration, UpstreamClient>>,
+    /// One pooled client per distinct connect timeout and TLS settings, so each route's
+    /// timeout and trust hold; routes that agree on both share connections.
+    clients: Arc<HashMap<ClientKey, UpstreamClient>>,
     mappings: Mappings,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: watch::Receiver<bool>,
@@ -48,13 +54,12 @@ impl Relay {
         metrics: Arc<Metrics>,
         draining: watch::Receiver<bool>,
     ) -> Relay {
-        let clients = routes
-            .iter()
-            .map(|r| {
-                let timeout = r.limits.connect_timeout;
-                (timeout, UpstreamClient::new(timeout))
-            })
-            .collect();
+        let mut clients = HashMap::new();
+        for route in routes {
+            clients.entry(client_key(route)).or_insert_with(|| {
+                UpstreamClient::new(route.limits.connect_timeout, route.tls.as_ref())
+            });
+        }
         Relay {
             clients: Arc::new(clients),
             mappings,
@@ -67,12 +72,14 @@ impl Relay {
         &self.metrics
     }
 
-    /// The pooled client for `route`'s connect timeout.
+    /// The pooled client for `route`'s connect timeout and TLS settings.
     pub fn client(&self, route: &Route) -> UpstreamClient {
         self.clients
-            .get(&route.limits.connect_timeout)
+            .get(&client_key(route))
             .cloned()
-            .unwrap_or_else(|| UpstreamClient::new(route.limits.connect_timeout))
+            .unwrap_or_else(|| {
+                UpstreamClient::new(route.limits.connect_timeout, route.tls.as_ref())
+            })
     }
 
     /// The readers' and writers' options on `route`, for a run that declares `tools` (none
@@ -221,4 +228,11 @@ impl Relay {
         };
         TranslatingBody::new(source, pipeline, owner, parts)
     }
+}
+
+fn client_key(route: &Route) -> ClientKey {
+    (
+        route.limits.connect_timeout,
+        route.tls.as_ref().map(|tls| tls.files.clone()),
+    )
 }

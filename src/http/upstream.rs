@@ -1,6 +1,13 @@
-//! The upstream side of a request: a pooled HTTP/1.1 client with connect and response-header
-//! timeouts, and the mapping of every way the upstream can fail before its body into an
-//! [`ErrorCode`] (`streaming.md` §6, `translation.md` §7).
+//! The upstream side of a request: a pooled client with connect and response-header timeouts,
+//! and the mapping of every way the upstream can fail before its body into an [`ErrorCode`]
+//! (`streaming.md` §6, `translation.md` §7).
+//!
+//! Upstreams are spoken to in HTTP/1.1, `https://` ones through rustls with the route's client
+//! configuration (`crate::tls::client`), offering `http/1.1` by ALPN. One request per
+//! connection at a time keeps cancellation simple: dropping a request closes its upstream
+//! connection, on TLS as in plaintext. A TLS failure (an untrusted or expired certificate, a
+//! hostname it does not cover, a refused client certificate) is a 502 `UPSTREAM_UNAVAILABLE`
+//! whose message says only that; the certificate problem and the host go to the log.
 
 use std::time::Duration;
 
@@ -8,26 +15,45 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use rustls::ClientConfig;
 
 use crate::error::{ErrorCode, Failure};
+use crate::tls::{tls_cause, ClientTls};
 
 /// How much of a refusing upstream's body is quoted back to the client.
 const EXCERPT_BYTES: usize = 512;
 
-/// The shared upstream client.
+/// The client-facing message of a TLS failure: the details are for the log only.
+const TLS_FAILED: &str =
+    "a trusted TLS connection to the upstream could not be established; the gateway log has the details";
+
+/// A pooled upstream client, for one connect timeout and one TLS configuration.
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl UpstreamClient {
-    pub fn new(connect_timeout: Duration) -> UpstreamClient {
+    /// A client for `http://` upstreams, and for `https://` ones when `tls` is given (without
+    /// it, an `https://` request fails verification: nothing is trusted).
+    pub fn new(connect_timeout: Duration, tls: Option<&ClientTls>) -> UpstreamClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
+        // The TLS layer above decides the scheme.
+        connector.enforce_http(false);
+        let mut config = match tls {
+            Some(tls) => ClientConfig::clone(&tls.config),
+            None => ClientConfig::clone(&crate::tls::client::plain_only()),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // `http://` URIs pass through to the plain connector; SNI and verification use the
+        // URI's host.
+        let connector = HttpsConnector::from((connector, config));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(connector);
@@ -80,6 +106,15 @@ impl UpstreamClient {
                     ))
                 }
                 Ok(Err(error)) => {
+                    if let Some(tls) = tls_cause(&error) {
+                        tracing::warn!(
+                            upstream.host = uri.host().unwrap_or_default(),
+                            upstream.port = uri.port_u16(),
+                            tls.error = %tls,
+                            "TLS with the upstream failed"
+                        );
+                        return Err(Failure::new(ErrorCode::UpstreamUnavailable, TLS_FAILED));
+                    }
                     let cause = std::error::Error::source(&error)
                         .map(|s| format!(": {s}"))
                         .unwrap_or_default();

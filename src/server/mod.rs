@@ -23,12 +23,14 @@
 //! spawned per request beyond what hyper's HTTP/2 server spawns per stream, and the AAP faces'
 //! committer tasks (one per turn, bounded by the turns running).
 //!
-//! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port.
+//! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port; with
+//! `tls_cert`/`tls_key`, HTTPS instead, HTTP/2 or HTTP/1.1 by ALPN. Each accepted connection is
+//! served by its own task (`connection`: TLS handshake under a deadline, then HTTP).
 
 pub mod admin;
+mod connection;
 pub mod refusal;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,8 +38,7 @@ use std::time::Duration;
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
@@ -50,10 +51,10 @@ use crate::http::body::Source;
 use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
-use crate::http::stall::StallGuard;
-use crate::http::ClientAddr;
 use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
+use connection::Connections;
+pub use connection::TLS_HANDSHAKE_TIMEOUT;
 
 /// Shared state of the server: read-only but for the session store.
 struct Gateway {
@@ -147,10 +148,13 @@ impl Server {
         let drain_timeout = gateway.config.drain_timeout;
         let stall_timeout = gateway.config.stall_timeout;
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex.
+        // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex;
+        // under TLS, either by ALPN.
         let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         protocols.http1().timer(TokioTimer::new());
         protocols.http2().timer(TokioTimer::new());
+        let tls = gateway.config.tls.clone();
+        let connections = Connections::new(gateway, protocols, tls.as_ref(), stall_timeout);
         tokio::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -166,28 +170,7 @@ impl Server {
                 },
                 () = &mut shutdown => break,
             };
-            let _ = stream.set_nodelay(true);
-            let gateway = Arc::clone(&gateway);
-            let service = service_fn(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(ClientAddr(peer));
-                let gateway = Arc::clone(&gateway);
-                async move { Ok::<_, Infallible>(gateway.handle(request).await) }
-            });
-            let connection = protocols
-                .serve_connection(
-                    TokioIo::new(StallGuard::new(stream, stall_timeout)),
-                    service,
-                )
-                .into_owned();
-            let connection = graceful.watch(connection);
-            tokio::spawn(
-                async move {
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%error, "connection ended with an error");
-                    }
-                }
-                .instrument(tracing::debug_span!("conn", client.addr = %peer)),
-            );
+            connections.spawn(stream, peer, graceful.watcher());
         }
         shared.ready.store(false, Ordering::SeqCst);
         tracing::info!(

@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "pipeline",
     "session",
     "telemetry",
+    "tls",
     "config",
     "demo",
     "http",
@@ -45,6 +46,7 @@ const PURE: &[&str] = &[
 const FORBIDDEN_MODULES: &[&str] = &[
     "session",
     "telemetry",
+    "tls",
     "config",
     "demo",
     "http",

@@ -34,4 +34,5 @@ mod proxy_stall;
 mod real_client;
 mod robustness;
 mod shipped_configs;
+mod tls;
 mod translate_cli;

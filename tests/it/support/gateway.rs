@@ -1,7 +1,8 @@
 //! `Gateway`: the real `dialect-proxy` binary, started as a child process on `127.0.0.1:0`.
 //!
 //! The address comes from the one line the binary prints on stdout
-//! (`dialect-proxy listening on http://127.0.0.1:PORT`). stderr (logs) is captured and printed
+//! (`dialect-proxy listening on http://127.0.0.1:PORT`, or `https://` when the listener speaks
+//! TLS: see [`Gateway::scheme`]). stderr (logs) is captured and printed
 //! only if the test panics; set `DIALECT_PROXY_TEST_STDERR=inherit` to see it live instead.
 //! The process is killed when the `Gateway` is dropped.
 
@@ -15,10 +16,12 @@ use std::{
 };
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-const LISTENING_PREFIX: &str = "dialect-proxy listening on http://";
+const LISTENING_PREFIX: &str = "dialect-proxy listening on ";
 
 pub struct Gateway {
     pub addr: SocketAddr,
+    /// `http` or `https`, as announced.
+    scheme: &'static str,
     child: Child,
     args: Vec<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -83,6 +86,7 @@ impl Gateway {
 
         let mut gateway = Gateway {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            scheme: "http",
             child,
             args: full,
             stderr,
@@ -106,16 +110,18 @@ impl Gateway {
                 gateway.stderr()
             ),
         };
-        gateway.addr = first_line
-            .strip_prefix(LISTENING_PREFIX)
-            .and_then(|rest| rest.trim_end().parse().ok())
-            .unwrap_or_else(|| {
-                panic!(
-                    "unexpected first stdout line {first_line:?}; expected \
-                     \"{LISTENING_PREFIX}127.0.0.1:PORT\"\n--- stderr ---\n{}",
-                    gateway.stderr()
-                )
-            });
+        let announced = first_line.strip_prefix(LISTENING_PREFIX).and_then(|rest| {
+            let (scheme, addr) = rest.trim_end().split_once("://")?;
+            let scheme = ["http", "https"].into_iter().find(|s| *s == scheme)?;
+            Some((scheme, addr.parse().ok()?))
+        });
+        (gateway.scheme, gateway.addr) = announced.unwrap_or_else(|| {
+            panic!(
+                "unexpected first stdout line {first_line:?}; expected \
+                 \"{LISTENING_PREFIX}http(s)://127.0.0.1:PORT\"\n--- stderr ---\n{}",
+                gateway.stderr()
+            )
+        });
         gateway
     }
 
@@ -137,9 +143,14 @@ impl Gateway {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http`, or `https` when the listener speaks TLS.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    /// `http://127.0.0.1:PORT` (or `https://`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Everything the gateway has written to stderr so far (empty when inherited).

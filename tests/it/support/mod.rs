@@ -14,6 +14,7 @@ pub mod node;
 pub mod process;
 pub mod python;
 pub mod random;
+pub mod tls;
 pub mod upstream;
 
 use std::time::Duration;
