@@ -1,20 +1,35 @@
 //! The in-memory store: dashmaps of sessions and of thread records, each entry with its running
-//! flag and last use.
-//! Expiry is lazy: an idle session is dropped when it is next looked at, and every creation
-//! and listing sweeps the idle ones first, so the count never holds dead sessions at the limit.
+//! flag and last use, and the usage the quotas and the byte budget are checked against (see the
+//! module docs of `session`).
+//!
+//! Expiry is lazy: an idle session is dropped when it is next looked at, and a creation refused
+//! for a quota or the budget sweeps the idle ones and tries once more, so dead sessions never
+//! hold a limit. Whoever removes an entry returns its charge, once: removal goes through the
+//! map, which hands the entry to one caller only.
+//!
+//! Locks: a map's shard may be held while taking `usage`, never the other way round.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
 use dashmap::DashMap;
 
-use super::{Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit};
+use super::{
+    Principal, Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit,
+};
+use crate::event::history_bytes;
 
 #[derive(Debug)]
 struct Entry {
     session: Session,
     running: bool,
     used: Instant,
+    /// Bytes charged for the stored history.
+    bytes: usize,
+    /// Bytes charged for the input of the running turn.
+    input: usize,
 }
 
 #[derive(Debug)]
@@ -24,11 +39,21 @@ struct ThreadEntry {
     used: Instant,
 }
 
+/// What the stored sessions use of the limits.
+#[derive(Debug, Default)]
+struct Usage {
+    sessions: usize,
+    bytes: usize,
+    /// Sessions per owner; owners without sessions are not kept.
+    per_owner: HashMap<Principal, usize>,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct MemoryStore {
     sessions: DashMap<String, Entry>,
     threads: DashMap<String, ThreadEntry>,
+    usage: Mutex<Usage>,
     limits: SessionLimits,
 }
 
@@ -37,8 +62,15 @@ impl MemoryStore {
         MemoryStore {
             sessions: DashMap::new(),
             threads: DashMap::new(),
+            usage: Mutex::new(Usage::default()),
             limits,
         }
+    }
+
+    fn usage(&self) -> MutexGuard<'_, Usage> {
+        // Every update of `Usage` is complete before its guard drops; a panic cannot leave
+        // half of one behind.
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn expired(&self, running: bool, used: Instant, now: Instant) -> bool {
@@ -49,9 +81,67 @@ impl MemoryStore {
         self.expired(entry.running, entry.used, now)
     }
 
+    /// Counts a new session of `owner` holding `bytes`, unless a quota or the budget refuses it.
+    fn admit(&self, owner: &Principal, bytes: usize) -> Result<(), StoreError> {
+        let limits = &self.limits;
+        let mut usage = self.usage();
+        if usage.per_owner.get(owner).copied().unwrap_or(0) >= limits.max_sessions_per_principal {
+            return Err(StoreError::PrincipalFull(limits.max_sessions_per_principal));
+        }
+        if usage.sessions >= limits.max_sessions {
+            return Err(StoreError::Full(limits.max_sessions));
+        }
+        if usage.bytes.saturating_add(bytes) > limits.max_total_bytes {
+            return Err(StoreError::OutOfSpace {
+                needed: bytes,
+                limit: limits.max_total_bytes,
+            });
+        }
+        usage.sessions += 1;
+        usage.bytes += bytes;
+        *usage.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Returns the charge of a removed entry.
+    fn release(&self, entry: &Entry) {
+        let mut usage = self.usage();
+        let bytes = entry.bytes + entry.input;
+        debug_assert!(
+            usage.sessions >= 1 && usage.bytes >= bytes,
+            "usage underflow"
+        );
+        usage.sessions = usage.sessions.saturating_sub(1);
+        usage.bytes = usage.bytes.saturating_sub(bytes);
+        let owner = &entry.session.owner;
+        if let Some(held) = usage.per_owner.get_mut(owner) {
+            *held -= 1;
+            if *held == 0 {
+                usage.per_owner.remove(owner);
+            }
+        }
+    }
+
+    /// Removes session `id` if `remove` says so, returning its charge.
+    fn remove_if(&self, id: &str, remove: impl FnOnce(&Entry) -> bool) -> bool {
+        match self.sessions.remove_if(id, |_, e| remove(e)) {
+            Some((_, entry)) => {
+                self.release(&entry);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn sweep(&self) {
         let now = Instant::now();
-        self.sessions.retain(|_, e| !self.idle(e, now));
+        self.sessions.retain(|_, e| {
+            let idle = self.idle(e, now);
+            if idle {
+                self.release(e);
+            }
+            !idle
+        });
     }
 
     fn sweep_threads(&self) {
@@ -68,11 +158,10 @@ impl Store for MemoryStore {
     }
 
     async fn create(&self, session: Session) -> Result<(), StoreError> {
-        if self.sessions.len() >= self.limits.max_sessions {
+        let bytes = history_bytes(&session.history);
+        if self.admit(&session.owner, bytes).is_err() {
             self.sweep();
-            if self.sessions.len() >= self.limits.max_sessions {
-                return Err(StoreError::Full(self.limits.max_sessions));
-            }
+            self.admit(&session.owner, bytes)?;
         }
         self.sessions.insert(
             session.id.clone(),
@@ -80,35 +169,46 @@ impl Store for MemoryStore {
                 session,
                 running: false,
                 used: Instant::now(),
+                bytes,
+                input: 0,
             },
         );
         Ok(())
     }
 
-    async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
+    async fn get(&self, id: &str, owner: &Principal) -> Result<Option<Session>, StoreError> {
         let now = Instant::now();
         let Some(mut entry) = self.sessions.get_mut(id) else {
             return Ok(None);
         };
+        if entry.session.owner != *owner {
+            return Ok(None);
+        }
         if self.idle(&entry, now) {
             drop(entry);
-            self.sessions.remove(id);
+            self.remove_if(id, |e| self.idle(e, now));
             return Ok(None);
         }
         entry.used = now;
         Ok(Some(entry.session.clone()))
     }
 
-    async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
+    async fn config(
+        &self,
+        id: &str,
+        owner: &Principal,
+    ) -> Result<Option<SessionConfig>, StoreError> {
         let Some(entry) = self.sessions.get(id) else {
             return Ok(None);
         };
-        Ok((!self.idle(&entry, Instant::now())).then(|| entry.session.config.clone()))
+        let visible = entry.session.owner == *owner && !self.idle(&entry, Instant::now());
+        Ok(visible.then(|| entry.session.config.clone()))
     }
 
     async fn list(
         &self,
         face: &str,
+        owner: &Principal,
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Session>, bool), StoreError> {
@@ -116,7 +216,11 @@ impl Store for MemoryStore {
         let mut ids: Vec<String> = self
             .sessions
             .iter()
-            .filter(|e| e.session.config.face == face && after.is_none_or(|a| e.key().as_str() > a))
+            .filter(|e| {
+                e.session.owner == *owner
+                    && e.session.config.face == face
+                    && after.is_none_or(|a| e.key().as_str() > a)
+            })
             .map(|e| e.key().clone())
             .collect();
         ids.sort_unstable();
@@ -129,16 +233,20 @@ impl Store for MemoryStore {
         Ok((page, more))
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.sessions.remove(id).is_some())
+    async fn delete(&self, id: &str, owner: &Principal) -> Result<bool, StoreError> {
+        Ok(self.remove_if(id, |e| e.session.owner == *owner))
     }
 
-    async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
+    async fn begin_turn(&self, id: &str, owner: &Principal) -> Result<Session, StoreError> {
         let now = Instant::now();
-        let mut entry = self.sessions.get_mut(id).ok_or(StoreError::NotFound)?;
+        let mut entry = self
+            .sessions
+            .get_mut(id)
+            .filter(|e| e.session.owner == *owner)
+            .ok_or(StoreError::NotFound)?;
         if self.idle(&entry, now) {
             drop(entry);
-            self.sessions.remove(id);
+            self.remove_if(id, |e| self.idle(e, now));
             return Err(StoreError::NotFound);
         }
         if entry.running {
@@ -149,19 +257,42 @@ impl Store for MemoryStore {
         Ok(entry.session.clone())
     }
 
+    async fn charge_input(&self, id: &str, bytes: usize) -> Result<(), StoreError> {
+        let mut entry = self
+            .sessions
+            .get_mut(id)
+            .filter(|e| e.running)
+            .ok_or(StoreError::NotFound)?;
+        let mut usage = self.usage();
+        if usage.bytes.saturating_add(bytes) > self.limits.max_total_bytes {
+            return Err(StoreError::OutOfSpace {
+                needed: bytes,
+                limit: self.limits.max_total_bytes,
+            });
+        }
+        usage.bytes += bytes;
+        entry.input += bytes;
+        Ok(())
+    }
+
     async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError> {
-        // A session deleted while its turn ran stays deleted.
+        // A session deleted while its turn ran stays deleted (its deletion returned the charge).
         let Some(mut entry) = self.sessions.get_mut(id) else {
             return Ok(());
         };
         entry.running = false;
         entry.used = Instant::now();
+        let before = entry.bytes + std::mem::take(&mut entry.input);
         if let Some(c) = commit {
+            entry.bytes = history_bytes(&c.history);
             entry.session.config = c.config;
             entry.session.history = c.history;
             entry.session.state = c.state;
             entry.session.pending = c.pending;
         }
+        let mut usage = self.usage();
+        debug_assert!(usage.bytes >= before, "usage underflow");
+        usage.bytes = usage.bytes.saturating_sub(before) + entry.bytes;
         Ok(())
     }
 
@@ -214,21 +345,62 @@ impl Store for MemoryStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
+    use serde_json::Map;
+
     use super::*;
+    use crate::event::{Message, MessageContent, UserMessage};
     use crate::session::new_session_id;
 
-    /// Creates a session of `face` and returns its id.
-    async fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
+    fn alice() -> Principal {
+        Principal::new("alice")
+    }
+
+    fn bob() -> Principal {
+        Principal::new("bob")
+    }
+
+    /// A user message of `bytes` content bytes.
+    fn message(bytes: usize) -> Message {
+        Message::User(UserMessage {
+            id: new_session_id(),
+            content: MessageContent::Text("x".repeat(bytes)),
+            name: None,
+            encrypted_value: None,
+            metadata: None,
+            subagent_run_id: None,
+            extra: Map::new(),
+        })
+    }
+
+    /// Creates a session of `owner` on `face` holding `bytes` content bytes and returns its id.
+    async fn add_sized(
+        s: &MemoryStore,
+        owner: &Principal,
+        face: &str,
+        bytes: usize,
+    ) -> Result<String, StoreError> {
         let id = new_session_id();
         s.create(Session {
             id: id.clone(),
+            owner: owner.clone(),
             config: config(face),
+            history: if bytes > 0 {
+                vec![message(bytes)]
+            } else {
+                Vec::new()
+            },
             ..Session::default()
         })
         .await?;
         Ok(id)
+    }
+
+    /// Creates an empty session of `face` for the anonymous principal and returns its id.
+    async fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
+        add_sized(s, &Principal::anonymous(), face, 0).await
     }
 
     fn config(face: &str) -> SessionConfig {
@@ -239,12 +411,52 @@ mod tests {
         }
     }
 
-    fn store(max_sessions: usize, idle: Duration) -> std::sync::Arc<MemoryStore> {
-        std::sync::Arc::new(MemoryStore::new(SessionLimits {
+    fn store_with(limits: SessionLimits) -> Arc<MemoryStore> {
+        Arc::new(MemoryStore::new(limits))
+    }
+
+    fn store(max_sessions: usize, idle: Duration) -> Arc<MemoryStore> {
+        store_with(SessionLimits {
             max_sessions,
             idle_timeout: idle,
             ..SessionLimits::default()
-        }))
+        })
+    }
+
+    /// A store whose budget is `max_total_bytes`.
+    fn budgeted(max_total_bytes: usize) -> Arc<MemoryStore> {
+        store_with(SessionLimits {
+            max_total_bytes,
+            ..SessionLimits::default()
+        })
+    }
+
+    fn commit_of(session: Session, history: Vec<Message>) -> TurnCommit {
+        TurnCommit {
+            config: session.config,
+            history,
+            state: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The bytes in use, checked against a recount of the entries: each is charged its stored
+    /// history and its running turn's input, and the session counts match.
+    fn bytes_in_use(s: &MemoryStore) -> usize {
+        let mut bytes = 0;
+        let mut sessions = 0;
+        let mut per_owner: HashMap<Principal, usize> = HashMap::new();
+        for e in s.sessions.iter() {
+            assert_eq!(e.bytes, history_bytes(&e.session.history), "{}", e.key());
+            bytes += e.bytes + e.input;
+            sessions += 1;
+            *per_owner.entry(e.session.owner.clone()).or_default() += 1;
+        }
+        let usage = s.usage();
+        assert_eq!(usage.bytes, bytes, "bytes in use against the entries");
+        assert_eq!(usage.sessions, sessions);
+        assert_eq!(usage.per_owner, per_owner);
+        usage.bytes
     }
 
     #[tokio::test]
@@ -262,33 +474,35 @@ mod tests {
     #[tokio::test]
     async fn full_store_refuses_then_accepts_after_delete() {
         let s = store(2, Duration::from_secs(60));
+        let anyone = Principal::anonymous();
         let a = add(&s, "/").await.unwrap();
         add(&s, "/").await.unwrap();
         assert_eq!(add(&s, "/").await, Err(StoreError::Full(2)));
-        assert!(s.delete(&a).await.unwrap());
-        assert!(!s.delete(&a).await.unwrap());
+        assert!(s.delete(&a, &anyone).await.unwrap());
+        assert!(!s.delete(&a, &anyone).await.unwrap());
         assert!(add(&s, "/").await.is_ok());
     }
 
     #[tokio::test]
     async fn list_pages_in_id_order_per_face() {
         let s = store(100, Duration::from_secs(60));
+        let anyone = Principal::anonymous();
         let mut ids = Vec::new();
         for _ in 0..5 {
             ids.push(add(&s, "/a").await.unwrap());
         }
         add(&s, "/b").await.unwrap();
         ids.sort();
-        let (page, more) = s.list("/a", None, 2).await.unwrap();
+        let (page, more) = s.list("/a", &anyone, None, 2).await.unwrap();
         assert!(more);
         assert_eq!(
             page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
             ids[..2]
         );
-        let (page, more) = s.list("/a", Some(&ids[1]), 2).await.unwrap();
+        let (page, more) = s.list("/a", &anyone, Some(&ids[1]), 2).await.unwrap();
         assert!(more);
         assert_eq!(page[0].id, ids[2]);
-        let (page, more) = s.list("/a", Some(&ids[3]), 2).await.unwrap();
+        let (page, more) = s.list("/a", &anyone, Some(&ids[3]), 2).await.unwrap();
         assert!(!more);
         assert_eq!(page.len(), 1);
     }
@@ -296,11 +510,15 @@ mod tests {
     #[tokio::test]
     async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
         let s = store(10, Duration::from_secs(60));
+        let anyone = Principal::anonymous();
         let id = add(&s, "/").await.unwrap();
-        s.begin_turn(&id).await.unwrap();
-        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::Busy));
+        s.begin_turn(&id, &anyone).await.unwrap();
+        assert_eq!(
+            s.begin_turn(&id, &anyone).await.err(),
+            Some(StoreError::Busy)
+        );
         s.end_turn(&id, None).await.unwrap();
-        let session = s.begin_turn(&id).await.unwrap();
+        let session = s.begin_turn(&id, &anyone).await.unwrap();
         let mut next = config("/");
         next.agent = "changed".into();
         s.end_turn(
@@ -314,7 +532,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let after = s.get(&id).await.unwrap().unwrap();
+        let after = s.get(&id, &anyone).await.unwrap().unwrap();
         assert_eq!(after.config.agent, "changed");
         assert_eq!(after.state, Some(serde_json::json!({"n": 1})));
     }
@@ -322,9 +540,202 @@ mod tests {
     #[tokio::test]
     async fn idle_sessions_expire() {
         let s = store(10, Duration::from_millis(1));
+        let anyone = Principal::anonymous();
         let id = add(&s, "/").await.unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        assert!(s.get(&id).await.unwrap().is_none());
-        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::NotFound));
+        assert!(s.get(&id, &anyone).await.unwrap().is_none());
+        assert_eq!(
+            s.begin_turn(&id, &anyone).await.err(),
+            Some(StoreError::NotFound)
+        );
+    }
+
+    #[tokio::test]
+    async fn another_principals_session_is_missing_to_every_operation() {
+        let s = store(10, Duration::from_secs(60));
+        let mine = add_sized(&s, &alice(), "/", 3).await.unwrap();
+        let theirs = add_sized(&s, &bob(), "/", 4).await.unwrap();
+        let (listed, more) = s.list("/", &alice(), None, 10).await.unwrap();
+        assert_eq!((listed.len(), more), (1, false));
+        assert_eq!(listed[0].id, mine);
+        assert_eq!(listed[0].owner, alice());
+        assert!(s.get(&theirs, &alice()).await.unwrap().is_none());
+        assert!(s.config(&theirs, &alice()).await.unwrap().is_none());
+        assert_eq!(
+            s.begin_turn(&theirs, &alice()).await.err(),
+            Some(StoreError::NotFound)
+        );
+        // Running or not, it is "not found", never "busy".
+        s.begin_turn(&theirs, &bob()).await.unwrap();
+        assert_eq!(
+            s.begin_turn(&theirs, &alice()).await.err(),
+            Some(StoreError::NotFound)
+        );
+        s.end_turn(&theirs, None).await.unwrap();
+        assert!(!s.delete(&theirs, &alice()).await.unwrap());
+        // Nothing of bob's changed.
+        assert!(s.get(&theirs, &bob()).await.unwrap().is_some());
+        assert!(s.config(&theirs, &bob()).await.unwrap().is_some());
+        assert!(s.delete(&theirs, &bob()).await.unwrap());
+        assert!(s.get(&mine, &alice()).await.unwrap().is_some());
+        assert_eq!(bytes_in_use(&s), 3);
+    }
+
+    #[tokio::test]
+    async fn the_per_principal_cap_stops_one_principal_and_not_another() {
+        let s = store_with(SessionLimits {
+            max_sessions: 10,
+            max_sessions_per_principal: 2,
+            ..SessionLimits::default()
+        });
+        let first = add_sized(&s, &alice(), "/", 1).await.unwrap();
+        add_sized(&s, &alice(), "/", 1).await.unwrap();
+        assert_eq!(
+            add_sized(&s, &alice(), "/", 1).await,
+            Err(StoreError::PrincipalFull(2))
+        );
+        // Nothing was stored by the refusal.
+        assert_eq!(s.list("/", &alice(), None, 10).await.unwrap().0.len(), 2);
+        assert_eq!(bytes_in_use(&s), 2);
+        add_sized(&s, &bob(), "/", 1).await.unwrap();
+        add_sized(&s, &bob(), "/", 1).await.unwrap();
+        assert!(s.delete(&first, &alice()).await.unwrap());
+        add_sized(&s, &alice(), "/", 1).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 4);
+    }
+
+    #[tokio::test]
+    async fn a_creation_past_the_byte_budget_is_refused_and_stores_nothing() {
+        let s = budgeted(100);
+        let a = add_sized(&s, &alice(), "/", 60).await.unwrap();
+        assert_eq!(
+            add_sized(&s, &bob(), "/", 41).await,
+            Err(StoreError::OutOfSpace {
+                needed: 41,
+                limit: 100
+            })
+        );
+        assert!(s.list("/", &bob(), None, 10).await.unwrap().0.is_empty());
+        assert_eq!(bytes_in_use(&s), 60);
+        // Exactly at the budget is still within it.
+        add_sized(&s, &bob(), "/", 40).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 100);
+        assert!(s.delete(&a, &alice()).await.unwrap());
+        assert_eq!(bytes_in_use(&s), 40);
+        add_sized(&s, &bob(), "/", 41).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 81);
+    }
+
+    #[tokio::test]
+    async fn a_turns_input_is_charged_until_its_end_then_its_history_is() {
+        let s = budgeted(100);
+        let id = add_sized(&s, &alice(), "/", 30).await.unwrap();
+        let session = s.begin_turn(&id, &alice()).await.unwrap();
+        s.charge_input(&id, 20).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 50);
+        // The input of a turn that ends without a commit is given back.
+        s.end_turn(&id, None).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 30);
+
+        // A committed turn: the session is charged its new history, input and output.
+        let session = {
+            drop(session);
+            s.begin_turn(&id, &alice()).await.unwrap()
+        };
+        s.charge_input(&id, 20).await.unwrap();
+        let mut history = session.history.clone();
+        history.extend([message(20), message(25)]);
+        s.end_turn(&id, Some(commit_of(session, history)))
+            .await
+            .unwrap();
+        assert_eq!(bytes_in_use(&s), 75);
+
+        // A turn that rewrites the history (a snapshot, a truncation) is charged what it left.
+        let session = s.begin_turn(&id, &alice()).await.unwrap();
+        s.charge_input(&id, 5).await.unwrap();
+        s.end_turn(&id, Some(commit_of(session, vec![message(10)])))
+            .await
+            .unwrap();
+        assert_eq!(bytes_in_use(&s), 10);
+    }
+
+    #[tokio::test]
+    async fn an_input_past_the_budget_is_refused_and_a_commit_past_it_stops_new_work() {
+        let s = budgeted(100);
+        let a = add_sized(&s, &alice(), "/", 50).await.unwrap();
+        let b = add_sized(&s, &bob(), "/", 40).await.unwrap();
+        let session = s.begin_turn(&a, &alice()).await.unwrap();
+        assert_eq!(
+            s.charge_input(&a, 11).await,
+            Err(StoreError::OutOfSpace {
+                needed: 11,
+                limit: 100
+            })
+        );
+        assert_eq!(bytes_in_use(&s), 90, "a refused input charges nothing");
+        s.charge_input(&a, 10).await.unwrap();
+        // The run's output is written back even past the budget (the client has it) ...
+        let mut history = session.history.clone();
+        history.extend([message(10), message(30)]);
+        s.end_turn(&a, Some(commit_of(session, history)))
+            .await
+            .unwrap();
+        assert_eq!(bytes_in_use(&s), 130);
+        // ... and while it is passed, nothing new gets in: no session, however small, no input.
+        assert!(matches!(
+            add_sized(&s, &bob(), "/", 0).await,
+            Err(StoreError::OutOfSpace { .. })
+        ));
+        s.begin_turn(&b, &bob()).await.unwrap();
+        assert!(matches!(
+            s.charge_input(&b, 0).await,
+            Err(StoreError::OutOfSpace { .. })
+        ));
+        s.end_turn(&b, None).await.unwrap();
+        // Deleting brings it back under.
+        assert!(s.delete(&a, &alice()).await.unwrap());
+        assert_eq!(bytes_in_use(&s), 40);
+        add_sized(&s, &alice(), "/", 60).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_session_deleted_during_its_turn_returns_its_input_too() {
+        let s = budgeted(100);
+        let id = add_sized(&s, &alice(), "/", 30).await.unwrap();
+        let session = s.begin_turn(&id, &alice()).await.unwrap();
+        s.charge_input(&id, 20).await.unwrap();
+        assert!(s.delete(&id, &alice()).await.unwrap());
+        assert_eq!(bytes_in_use(&s), 0);
+        // The turn's end finds nothing and charges nothing.
+        s.end_turn(&id, Some(commit_of(session, vec![message(70)])))
+            .await
+            .unwrap();
+        assert_eq!(bytes_in_use(&s), 0);
+        assert_eq!(
+            s.charge_input(&id, 1).await,
+            Err(StoreError::NotFound),
+            "no turn runs on a missing session"
+        );
+    }
+
+    #[tokio::test]
+    async fn expiry_returns_the_charge_whoever_finds_the_session_idle() {
+        let s = store_with(SessionLimits {
+            max_total_bytes: 100,
+            max_sessions_per_principal: 2,
+            idle_timeout: Duration::from_millis(20),
+            ..SessionLimits::default()
+        });
+        let lazy = add_sized(&s, &alice(), "/", 40).await.unwrap();
+        add_sized(&s, &alice(), "/", 50).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 90);
+        std::thread::sleep(Duration::from_millis(40));
+        // Found idle by a read ...
+        assert!(s.get(&lazy, &alice()).await.unwrap().is_none());
+        assert_eq!(bytes_in_use(&s), 50);
+        // ... or swept by a creation the quota or the budget would refuse.
+        add_sized(&s, &alice(), "/", 60).await.unwrap();
+        add_sized(&s, &alice(), "/", 40).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 100);
     }
 }
