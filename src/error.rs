@@ -77,7 +77,8 @@ error_codes! {
     TurnInProgress,
     /// The session store is full.
     SessionLimit,
-    /// The caller holds as many sessions as one principal may.
+    /// The caller holds as many sessions, or as many bytes of session history, as one
+    /// principal may.
     PrincipalSessionLimit,
     /// The gateway's byte budget for session histories is spent.
     SessionStorageFull,

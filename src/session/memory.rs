@@ -39,13 +39,63 @@ struct ThreadEntry {
     used: Instant,
 }
 
+/// Sessions and bytes held, by the gateway or by one owner.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    sessions: usize,
+    bytes: usize,
+}
+
 /// What the stored sessions use of the limits.
 #[derive(Debug, Default)]
 struct Usage {
-    sessions: usize,
-    bytes: usize,
-    /// Sessions per owner; owners without sessions are not kept.
-    per_owner: HashMap<Principal, usize>,
+    total: Held,
+    /// Owners without sessions are not kept.
+    per_owner: HashMap<Principal, Held>,
+}
+
+impl Usage {
+    fn of(&self, owner: &Principal) -> Held {
+        self.per_owner.get(owner).copied().unwrap_or_default()
+    }
+
+    /// Whether `bytes` more fit `owner`'s share and the gateway's budget.
+    fn room_for(
+        &self,
+        owner: &Principal,
+        bytes: usize,
+        limits: &SessionLimits,
+    ) -> Result<(), StoreError> {
+        if self.of(owner).bytes.saturating_add(bytes) > limits.max_bytes_per_principal {
+            return Err(StoreError::PrincipalOutOfSpace {
+                needed: bytes,
+                limit: limits.max_bytes_per_principal,
+            });
+        }
+        if self.total.bytes.saturating_add(bytes) > limits.max_total_bytes {
+            return Err(StoreError::OutOfSpace {
+                needed: bytes,
+                limit: limits.max_total_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds `add` and takes away `sub`, for `owner` and in total.
+    fn update(&mut self, owner: &Principal, add: Held, sub: Held) {
+        let held = self.per_owner.entry(owner.clone()).or_default();
+        for h in [held, &mut self.total] {
+            debug_assert!(
+                h.sessions >= sub.sessions && h.bytes >= sub.bytes,
+                "usage underflow"
+            );
+            h.sessions = h.sessions.saturating_sub(sub.sessions) + add.sessions;
+            h.bytes = h.bytes.saturating_sub(sub.bytes) + add.bytes;
+        }
+        if self.of(owner) == Held::default() {
+            self.per_owner.remove(owner);
+        }
+    }
 }
 
 /// See the module docs.
@@ -85,41 +135,26 @@ impl MemoryStore {
     fn admit(&self, owner: &Principal, bytes: usize) -> Result<(), StoreError> {
         let limits = &self.limits;
         let mut usage = self.usage();
-        if usage.per_owner.get(owner).copied().unwrap_or(0) >= limits.max_sessions_per_principal {
+        if usage.of(owner).sessions >= limits.max_sessions_per_principal {
             return Err(StoreError::PrincipalFull(limits.max_sessions_per_principal));
         }
-        if usage.sessions >= limits.max_sessions {
+        if usage.total.sessions >= limits.max_sessions {
             return Err(StoreError::Full(limits.max_sessions));
         }
-        if usage.bytes.saturating_add(bytes) > limits.max_total_bytes {
-            return Err(StoreError::OutOfSpace {
-                needed: bytes,
-                limit: limits.max_total_bytes,
-            });
-        }
-        usage.sessions += 1;
-        usage.bytes += bytes;
-        *usage.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        usage.room_for(owner, bytes, limits)?;
+        let add = Held { sessions: 1, bytes };
+        usage.update(owner, add, Held::default());
         Ok(())
     }
 
     /// Returns the charge of a removed entry.
     fn release(&self, entry: &Entry) {
-        let mut usage = self.usage();
-        let bytes = entry.bytes + entry.input;
-        debug_assert!(
-            usage.sessions >= 1 && usage.bytes >= bytes,
-            "usage underflow"
-        );
-        usage.sessions = usage.sessions.saturating_sub(1);
-        usage.bytes = usage.bytes.saturating_sub(bytes);
-        let owner = &entry.session.owner;
-        if let Some(held) = usage.per_owner.get_mut(owner) {
-            *held -= 1;
-            if *held == 0 {
-                usage.per_owner.remove(owner);
-            }
-        }
+        let sub = Held {
+            sessions: 1,
+            bytes: entry.bytes + entry.input,
+        };
+        self.usage()
+            .update(&entry.session.owner, Held::default(), sub);
     }
 
     /// Removes session `id` if `remove` says so, returning its charge.
@@ -264,13 +299,9 @@ impl Store for MemoryStore {
             .filter(|e| e.running)
             .ok_or(StoreError::NotFound)?;
         let mut usage = self.usage();
-        if usage.bytes.saturating_add(bytes) > self.limits.max_total_bytes {
-            return Err(StoreError::OutOfSpace {
-                needed: bytes,
-                limit: self.limits.max_total_bytes,
-            });
-        }
-        usage.bytes += bytes;
+        usage.room_for(&entry.session.owner, bytes, &self.limits)?;
+        let add = Held { sessions: 0, bytes };
+        usage.update(&entry.session.owner, add, Held::default());
         entry.input += bytes;
         Ok(())
     }
@@ -290,9 +321,17 @@ impl Store for MemoryStore {
             entry.session.state = c.state;
             entry.session.pending = c.pending;
         }
-        let mut usage = self.usage();
-        debug_assert!(usage.bytes >= before, "usage underflow");
-        usage.bytes = usage.bytes.saturating_sub(before) + entry.bytes;
+        let (add, sub) = (
+            Held {
+                sessions: 0,
+                bytes: entry.bytes,
+            },
+            Held {
+                sessions: 0,
+                bytes: before,
+            },
+        );
+        self.usage().update(&entry.session.owner, add, sub);
         Ok(())
     }
 
@@ -443,20 +482,22 @@ mod tests {
     /// The bytes in use, checked against a recount of the entries: each is charged its stored
     /// history and its running turn's input, and the session counts match.
     fn bytes_in_use(s: &MemoryStore) -> usize {
-        let mut bytes = 0;
-        let mut sessions = 0;
-        let mut per_owner: HashMap<Principal, usize> = HashMap::new();
+        let mut total = Held::default();
+        let mut per_owner: HashMap<Principal, Held> = HashMap::new();
         for e in s.sessions.iter() {
             assert_eq!(e.bytes, history_bytes(&e.session.history), "{}", e.key());
-            bytes += e.bytes + e.input;
-            sessions += 1;
-            *per_owner.entry(e.session.owner.clone()).or_default() += 1;
+            for held in [
+                &mut total,
+                per_owner.entry(e.session.owner.clone()).or_default(),
+            ] {
+                held.sessions += 1;
+                held.bytes += e.bytes + e.input;
+            }
         }
         let usage = s.usage();
-        assert_eq!(usage.bytes, bytes, "bytes in use against the entries");
-        assert_eq!(usage.sessions, sessions);
+        assert_eq!(usage.total, total, "usage against the entries");
         assert_eq!(usage.per_owner, per_owner);
-        usage.bytes
+        usage.total.bytes
     }
 
     #[tokio::test]
@@ -624,6 +665,37 @@ mod tests {
         assert_eq!(bytes_in_use(&s), 40);
         add_sized(&s, &bob(), "/", 41).await.unwrap();
         assert_eq!(bytes_in_use(&s), 81);
+    }
+
+    #[tokio::test]
+    async fn a_principal_at_its_byte_share_is_refused_while_another_still_stores() {
+        let s = store_with(SessionLimits {
+            max_total_bytes: 1000,
+            max_bytes_per_principal: 100,
+            ..SessionLimits::default()
+        });
+        let a = add_sized(&s, &alice(), "/", 70).await.unwrap();
+        assert_eq!(
+            add_sized(&s, &alice(), "/", 31).await,
+            Err(StoreError::PrincipalOutOfSpace {
+                needed: 31,
+                limit: 100
+            })
+        );
+        let session = s.begin_turn(&a, &alice()).await.unwrap();
+        assert!(matches!(
+            s.charge_input(&a, 31).await,
+            Err(StoreError::PrincipalOutOfSpace { .. })
+        ));
+        s.charge_input(&a, 30).await.unwrap();
+        // Bob's share is his own.
+        add_sized(&s, &bob(), "/", 100).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 200);
+        s.end_turn(&a, Some(commit_of(session, vec![message(20)])))
+            .await
+            .unwrap();
+        add_sized(&s, &alice(), "/", 80).await.unwrap();
+        assert_eq!(bytes_in_use(&s), 200);
     }
 
     #[tokio::test]

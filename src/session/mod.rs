@@ -31,22 +31,31 @@
 //! leaves nothing behind:
 //! - `max_sessions_per_principal`: sessions one principal holds ([`StoreError::PrincipalFull`]);
 //! - `max_sessions`: sessions the gateway holds ([`StoreError::Full`]);
-//! - `max_total_bytes`: content bytes ([`crate::event::history_bytes`], the measure of
-//!   `max_history_bytes`) of all session histories together ([`StoreError::OutOfSpace`]).
+//! - `max_bytes_per_principal`: content bytes ([`crate::event::history_bytes`], the measure of
+//!   `max_history_bytes`) of one principal's session histories
+//!   ([`StoreError::PrincipalOutOfSpace`]);
+//! - `max_total_bytes`: content bytes of all session histories together, the budget
+//!   ([`StoreError::OutOfSpace`]).
 //!
-//! Where bytes are counted:
+//! The per-principal bounds stop one caller's flood before it takes what others need: with
+//! the defaults a principal holds at most 100 sessions and a quarter of the budget. They
+//! count principals, not clients: every client of a route without authentication is the one
+//! anonymous principal.
+//!
+//! Where bytes are counted (to the owner's share and to the budget alike):
 //! 1. [`Store::create`] charges the seed history; refused when the bytes in use plus the seed
-//!    pass the budget.
+//!    pass the share or the budget.
 //! 2. A turn's input (its answers and user messages) is charged by [`Store::charge_input`]
 //!    once the turn holds its session and before its run starts; refused when the bytes in use
-//!    plus the input pass the budget (the session's history is already counted).
+//!    plus the input pass the share or the budget (the session's history is already counted).
 //! 3. [`Store::end_turn`] sets the session's charge to the bytes of the history it writes back
 //!    (the turn's output, or a history a `MESSAGES_SNAPSHOT` rewrote or a failure truncated),
 //!    and lets go of the input charged in step 2. A commit is never refused, even past the
 //!    budget: the client already has the turn. Its output is bounded by what `max_history_bytes`
-//!    left the session (the transcript's budget), so the budget is passed at most by the output
-//!    of the turns running at once, each at most `max_history_bytes`; while it is passed,
-//!    nothing new is admitted (steps 1 and 2), until deletions and expiry bring it back.
+//!    left the session (the transcript's budget), so a share or the budget is passed at most by
+//!    the output of the turns running at once, each at most `max_history_bytes`; while it is
+//!    passed, nothing new is admitted there (steps 1 and 2), until deletions and expiry bring
+//!    it back.
 //! 4. Deleting or expiring a session returns its charge, and the input of a turn it was running.
 //!
 //! Thread records hold ids and fingerprints, not content, and are not charged.
@@ -79,6 +88,7 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 100;
 pub const DEFAULT_MAX_TOTAL_BYTES: usize = 256 << 20;
+pub const DEFAULT_MAX_BYTES_PER_PRINCIPAL: usize = 64 << 20;
 
 /// Bounds of a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +99,8 @@ pub struct SessionLimits {
     pub max_sessions_per_principal: usize,
     /// Content bytes of all session histories together (see the module docs).
     pub max_total_bytes: usize,
+    /// Content bytes of the session histories of one principal.
+    pub max_bytes_per_principal: usize,
     /// Bytes of content one session's history may hold.
     pub max_history_bytes: usize,
     /// A session unused this long is dropped.
@@ -103,6 +115,7 @@ impl Default for SessionLimits {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
+            max_bytes_per_principal: DEFAULT_MAX_BYTES_PER_PRINCIPAL,
             max_history_bytes: DEFAULT_MAX_HISTORY_BYTES,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             page_size: DEFAULT_PAGE_SIZE,
@@ -159,6 +172,9 @@ pub enum StoreError {
     Full(usize),
     #[error("this caller holds its maximum of {0} sessions (max_sessions_per_principal); delete one or retry later")]
     PrincipalFull(usize),
+    /// Storing `needed` more bytes would pass the caller's share of `limit`.
+    #[error("this caller's sessions hold their share of the gateway's session storage: {needed} more bytes would pass {limit} bytes (max_bytes_per_principal); delete sessions or retry later")]
+    PrincipalOutOfSpace { needed: usize, limit: usize },
     /// Storing `needed` more bytes would pass the gateway's budget of `limit`.
     #[error("the gateway's session storage is full: {needed} more bytes would pass its budget of {limit} bytes (max_total_bytes); delete sessions or retry later")]
     OutOfSpace { needed: usize, limit: usize },

@@ -176,7 +176,7 @@ async fn first_turn(
         StoreError::Full(_) | StoreError::NotFound => {
             Failure::new(ErrorCode::SessionLimit, e.to_string())
         }
-        StoreError::PrincipalFull(_) => {
+        StoreError::PrincipalFull(_) | StoreError::PrincipalOutOfSpace { .. } => {
             Failure::new(ErrorCode::PrincipalSessionLimit, e.to_string())
         }
         StoreError::OutOfSpace { .. } => Failure::new(ErrorCode::SessionStorageFull, e.to_string()),

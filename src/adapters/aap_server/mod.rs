@@ -263,7 +263,9 @@ pub(crate) fn store_failure(error: StoreError) -> Failure {
         StoreError::NotFound => ErrorCode::NotFound,
         StoreError::Busy => ErrorCode::TurnInProgress,
         StoreError::Full(_) => ErrorCode::SessionLimit,
-        StoreError::PrincipalFull(_) => ErrorCode::PrincipalSessionLimit,
+        StoreError::PrincipalFull(_) | StoreError::PrincipalOutOfSpace { .. } => {
+            ErrorCode::PrincipalSessionLimit
+        }
         StoreError::OutOfSpace { .. } => ErrorCode::SessionStorageFull,
         StoreError::Timeout(_) | StoreError::Unavailable(_) => ErrorCode::StoreUnavailable,
     };
