@@ -33,5 +33,6 @@ mod proxy_shutdown;
 mod proxy_stall;
 mod real_client;
 mod robustness;
+mod session_owners;
 mod shipped_configs;
 mod translate_cli;
