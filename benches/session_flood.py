@@ -8,6 +8,10 @@ created, and prints the gateway's resident size (VmRSS of /proc/<pid>/status) be
 flood, after it, and after the deletions (waiting WAIT seconds for freed memory to go back),
 with the statuses the creations got.
 
+With --raise-limits the gateway runs from a generated config file with the same route and
+byte limits high enough for the whole flood (max_total_bytes, max_bytes_per_principal = 4 GiB),
+to compare memory held and returned with a build that has no such limits.
+
 With --keys the face requires API keys (DIALECT_PROXY_AAP_API_KEYS=attacker,victim): the flood
 comes from `attacker`, and once it is over `victim` tries to create one session of its own,
 which shows whether one principal's flood starves another.
@@ -17,6 +21,7 @@ Python 3 standard library only. Linux only (/proc).
     benches/session_flood.py                          # target/debug/dialect-proxy
     benches/session_flood.py --binary target/release/dialect-proxy --sessions 100 --bytes 7800000
     benches/session_flood.py --sessions 10000 --bytes 0 --keys   # fill the store with small ones
+    benches/session_flood.py --raise-limits          # the whole flood stored
 """
 
 import argparse
@@ -26,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -40,16 +46,39 @@ def rss_kib(pid):
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def start(binary, keys):
+RAISED = """[[routes]]
+path = "/"
+client = "aap"
+upstream = "builtin:demo"
+
+[routes.aap]
+name = "demo"
+{keys}
+
+[sessions]
+max_total_bytes = 4294967296
+max_bytes_per_principal = 4294967296
+"""
+
+
+def start(binary, keys, raise_limits):
     env = dict(os.environ)
     if keys:
         env["DIALECT_PROXY_AAP_API_KEYS"] = "attacker,victim"
+    if raise_limits:
+        config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        config.write(RAISED.format(keys='api_keys = ["attacker", "victim"]' if keys else ""))
+        config.close()
+        route = ["--config", config.name]
+    else:
+        route = ["--client", "aap", "--upstream", "builtin:demo", "--agent-name", "demo"]
     process = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--client", "aap",
-         "--upstream", "builtin:demo", "--agent-name", "demo"],
+        [binary, "serve", "--listen", "127.0.0.1:0", *route],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=env, text=True)
     line = process.stdout.readline()
+    if raise_limits:
+        os.unlink(config.name)
     if not line.startswith(LISTENING):
         process.kill()
         sys.exit(f"unexpected first line from the gateway: {line!r}")
@@ -88,9 +117,11 @@ def main():
                         help="seconds to wait after the deletions before the last reading")
     parser.add_argument("--keys", action="store_true",
                         help="require API keys: flood as `attacker`, then create as `victim`")
+    parser.add_argument("--raise-limits", action="store_true",
+                        help="byte limits high enough for the whole flood (a config file)")
     args = parser.parse_args()
 
-    process, host, port = start(args.binary, args.keys)
+    process, host, port = start(args.binary, args.keys, args.raise_limits)
     attacker = "attacker" if args.keys else None
     try:
         time.sleep(0.5)
@@ -110,9 +141,12 @@ def main():
         peak = rss_kib(process.pid)
         victim = None
         if args.keys:
-            status, data = request(host, port, "POST", "/sessions",
-                                   json.dumps({"agent": {"name": "demo"}}).encode(), "victim")
+            # The victim asks for a session like the attacker's (a small one if those are empty).
+            status, data = request(host, port, "POST", "/sessions", body, "victim")
             victim = (status, "" if status == 201 else error_text(data))
+            if status == 201:
+                session = json.loads(data)["sessionId"]
+                request(host, port, "DELETE", f"/sessions/{session}", None, "victim")
         started = time.monotonic()
         for session in created:
             status, _ = request(host, port, "DELETE", f"/sessions/{session}", None, attacker)
@@ -128,7 +162,8 @@ def main():
     mib = lambda kib: f"{kib / 1024:8.1f} MiB"
     print(f"binary: {args.binary}")
     print(f"flood: {args.sessions} creations x {args.bytes} content bytes"
-          f"{' as key attacker' if args.keys else ' (no API keys: one anonymous principal)'}")
+          f"{' as key attacker' if args.keys else ' (no API keys: one anonymous principal)'}"
+          f"{'; byte limits raised' if args.raise_limits else ''}")
     print(f"answers: " + ", ".join(f"{n} x HTTP {s}" for s, n in sorted(statuses.items())))
     for status, text in sorted(errors.items()):
         print(f"  first HTTP {status}: {text}")
