@@ -77,6 +77,11 @@ error_codes! {
     TurnInProgress,
     /// The session store is full.
     SessionLimit,
+    /// The caller holds as many sessions, or as many bytes of session history, as one
+    /// principal may.
+    PrincipalSessionLimit,
+    /// The gateway's byte budget for session histories is spent.
+    SessionStorageFull,
     /// The session store did not answer in time, or cannot be reached.
     StoreUnavailable,
     /// A session's history reached its size limit.
@@ -131,6 +136,8 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::TurnInProgress => "TURN_IN_PROGRESS",
             ErrorCode::SessionLimit => "SESSION_LIMIT",
+            ErrorCode::PrincipalSessionLimit => "PRINCIPAL_SESSION_LIMIT",
+            ErrorCode::SessionStorageFull => "SESSION_STORAGE_FULL",
             ErrorCode::StoreUnavailable => "STORE_UNAVAILABLE",
             ErrorCode::HistoryLimitExceeded => "HISTORY_LIMIT_EXCEEDED",
             ErrorCode::IncompleteToolResults => "INCOMPLETE_TOOL_RESULTS",
@@ -154,6 +161,7 @@ impl ErrorCode {
             | ErrorCode::Unauthorized
             | ErrorCode::TurnInProgress
             | ErrorCode::SessionLimit
+            | ErrorCode::PrincipalSessionLimit
             | ErrorCode::HistoryLimitExceeded
             | ErrorCode::IncompleteToolResults
             | ErrorCode::UnknownToolCall
@@ -174,7 +182,8 @@ impl ErrorCode {
             | ErrorCode::AapAgentNotFound => Fault::Upstream,
             ErrorCode::GatewayShutdown
             | ErrorCode::NotImplemented
-            | ErrorCode::StoreUnavailable => Fault::Gateway,
+            | ErrorCode::StoreUnavailable
+            | ErrorCode::SessionStorageFull => Fault::Gateway,
         }
     }
 
@@ -188,7 +197,10 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::TurnInProgress => StatusCode::CONFLICT,
-            ErrorCode::SessionLimit => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::SessionLimit | ErrorCode::PrincipalSessionLimit => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ErrorCode::SessionStorageFull => StatusCode::INSUFFICIENT_STORAGE,
             ErrorCode::HistoryLimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::IncompleteToolResults
             | ErrorCode::UnknownToolCall
@@ -267,6 +279,14 @@ mod tests {
         }
         assert_eq!(ErrorCode::UpstreamHttp(503).as_str(), "UPSTREAM_HTTP_503");
         assert_eq!(ErrorCode::UpstreamHttp(503).label(), "UPSTREAM_HTTP");
+        assert_eq!(
+            ErrorCode::SessionStorageFull.http_status(),
+            StatusCode::INSUFFICIENT_STORAGE
+        );
+        assert_eq!(
+            ErrorCode::PrincipalSessionLimit.http_status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
     }
 
     #[test]

@@ -802,3 +802,47 @@ fn listener_tls_problems_are_reported_at_their_keys() {
     let err = flag_error(&o);
     assert!(err.starts_with("flags: --tls-cert: cannot read "), "{err}");
 }
+#[test]
+fn session_quotas_have_defaults_and_are_read_and_checked_at_their_place() {
+    let route = "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+                 [routes.aap]\nname = \"a\"\n";
+    let defaults = file(route).unwrap().sessions;
+    assert_eq!(defaults.max_sessions_per_principal, 100);
+    assert_eq!(defaults.max_total_bytes, 256 << 20);
+    assert_eq!(defaults.max_bytes_per_principal, 64 << 20);
+
+    let set = file(&format!(
+        "{route}[sessions]\nmax_sessions_per_principal = 3\nmax_total_bytes = 1048576\n\
+         max_bytes_per_principal = 2048\n"
+    ))
+    .unwrap()
+    .sessions;
+    assert_eq!(set.max_sessions_per_principal, 3);
+    assert_eq!(set.max_total_bytes, 1 << 20);
+    assert_eq!(set.max_bytes_per_principal, 2048);
+    assert_eq!(
+        set.max_sessions, 10_000,
+        "the other keys keep their defaults"
+    );
+
+    let err = file(&format!(
+        "{route}[sessions]\nmax_sessions_per_principal = 0\nmax_total_bytes = 10\n\
+         max_bytes_per_principal = 100\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        ":8:30: sessions.max_sessions_per_principal: must be at least 1",
+        ":9:19: sessions.max_total_bytes: must be at least 1024",
+        ":10:27: sessions.max_bytes_per_principal: must be at least 1024",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+    let err = file(&format!("{route}[sessions]\nmax_sessions_per_user = 3\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(":8:1: sessions.max_sessions_per_user: unknown field"),
+        "{err}"
+    );
+}

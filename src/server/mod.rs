@@ -51,7 +51,7 @@ use crate::http::body::Source;
 use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
-use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
+use crate::session::{MemoryStore, Principal, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
 use connection::Connections;
 pub use connection::TLS_HANDSHAKE_TIMEOUT;
@@ -278,9 +278,19 @@ impl Gateway {
         match route.upstream_dialect {
             Dialect::Aap => {
                 let headers = &parts.headers;
-                return Ok(self
-                    .aap_client
-                    .run(&self.relay, route, headers, input, span)?);
+                let principal = parts
+                    .extensions
+                    .get::<Principal>()
+                    .cloned()
+                    .unwrap_or_else(Principal::anonymous);
+                return Ok(self.aap_client.run(
+                    &self.relay,
+                    route,
+                    headers,
+                    &principal,
+                    input,
+                    span,
+                )?);
             }
             Dialect::AgUi | Dialect::Hai => {}
         }

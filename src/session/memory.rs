@@ -1,20 +1,35 @@
 //! The in-memory store: dashmaps of sessions and of thread records, each entry with its running
-//! flag and last use.
-//! Expiry is lazy: an idle session is dropped when it is next looked at, and every creation
-//! and listing sweeps the idle ones first, so the count never holds dead sessions at the limit.
+//! flag and last use, and the usage the quotas and the byte budget are checked against (see the
+//! module docs of `session`).
+//!
+//! Expiry is lazy: an idle session is dropped when it is next looked at, and a creation refused
+//! for a quota or the budget sweeps the idle ones and tries once more, so dead sessions never
+//! hold a limit. Whoever removes an entry returns its charge, once: removal goes through the
+//! map, which hands the entry to one caller only.
+//!
+//! Locks: a map's shard may be held while taking `usage`, never the other way round.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
 use dashmap::DashMap;
 
-use super::{Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit};
+use super::{
+    Principal, Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit,
+};
+use crate::event::history_bytes;
 
 #[derive(Debug)]
 struct Entry {
     session: Session,
     running: bool,
     used: Instant,
+    /// Bytes charged for the stored history.
+    bytes: usize,
+    /// Bytes charged for the input of the running turn.
+    input: usize,
 }
 
 #[derive(Debug)]
@@ -24,11 +39,71 @@ struct ThreadEntry {
     used: Instant,
 }
 
+/// Sessions and bytes held, by the gateway or by one owner.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    sessions: usize,
+    bytes: usize,
+}
+
+/// What the stored sessions use of the limits.
+#[derive(Debug, Default)]
+struct Usage {
+    total: Held,
+    /// Owners without sessions are not kept.
+    per_owner: HashMap<Principal, Held>,
+}
+
+impl Usage {
+    fn of(&self, owner: &Principal) -> Held {
+        self.per_owner.get(owner).copied().unwrap_or_default()
+    }
+
+    /// Whether `bytes` more fit `owner`'s share and the gateway's budget.
+    fn room_for(
+        &self,
+        owner: &Principal,
+        bytes: usize,
+        limits: &SessionLimits,
+    ) -> Result<(), StoreError> {
+        if self.of(owner).bytes.saturating_add(bytes) > limits.max_bytes_per_principal {
+            return Err(StoreError::PrincipalOutOfSpace {
+                needed: bytes,
+                limit: limits.max_bytes_per_principal,
+            });
+        }
+        if self.total.bytes.saturating_add(bytes) > limits.max_total_bytes {
+            return Err(StoreError::OutOfSpace {
+                needed: bytes,
+                limit: limits.max_total_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds `add` and takes away `sub`, for `owner` and in total.
+    fn update(&mut self, owner: &Principal, add: Held, sub: Held) {
+        let held = self.per_owner.entry(owner.clone()).or_default();
+        for h in [held, &mut self.total] {
+            debug_assert!(
+                h.sessions >= sub.sessions && h.bytes >= sub.bytes,
+                "usage underflow"
+            );
+            h.sessions = h.sessions.saturating_sub(sub.sessions) + add.sessions;
+            h.bytes = h.bytes.saturating_sub(sub.bytes) + add.bytes;
+        }
+        if self.of(owner) == Held::default() {
+            self.per_owner.remove(owner);
+        }
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct MemoryStore {
     sessions: DashMap<String, Entry>,
     threads: DashMap<String, ThreadEntry>,
+    usage: Mutex<Usage>,
     limits: SessionLimits,
 }
 
@@ -37,8 +112,15 @@ impl MemoryStore {
         MemoryStore {
             sessions: DashMap::new(),
             threads: DashMap::new(),
+            usage: Mutex::new(Usage::default()),
             limits,
         }
+    }
+
+    fn usage(&self) -> MutexGuard<'_, Usage> {
+        // Every update of `Usage` is complete before its guard drops; a panic cannot leave
+        // half of one behind.
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn expired(&self, running: bool, used: Instant, now: Instant) -> bool {
@@ -49,9 +131,52 @@ impl MemoryStore {
         self.expired(entry.running, entry.used, now)
     }
 
+    /// Counts a new session of `owner` holding `bytes`, unless a quota or the budget refuses it.
+    fn admit(&self, owner: &Principal, bytes: usize) -> Result<(), StoreError> {
+        let limits = &self.limits;
+        let mut usage = self.usage();
+        if usage.of(owner).sessions >= limits.max_sessions_per_principal {
+            return Err(StoreError::PrincipalFull(limits.max_sessions_per_principal));
+        }
+        if usage.total.sessions >= limits.max_sessions {
+            return Err(StoreError::Full(limits.max_sessions));
+        }
+        usage.room_for(owner, bytes, limits)?;
+        let add = Held { sessions: 1, bytes };
+        usage.update(owner, add, Held::default());
+        Ok(())
+    }
+
+    /// Returns the charge of a removed entry.
+    fn release(&self, entry: &Entry) {
+        let sub = Held {
+            sessions: 1,
+            bytes: entry.bytes + entry.input,
+        };
+        self.usage()
+            .update(&entry.session.owner, Held::default(), sub);
+    }
+
+    /// Removes session `id` if `remove` says so, returning its charge.
+    fn remove_if(&self, id: &str, remove: impl FnOnce(&Entry) -> bool) -> bool {
+        match self.sessions.remove_if(id, |_, e| remove(e)) {
+            Some((_, entry)) => {
+                self.release(&entry);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn sweep(&self) {
         let now = Instant::now();
-        self.sessions.retain(|_, e| !self.idle(e, now));
+        self.sessions.retain(|_, e| {
+            let idle = self.idle(e, now);
+            if idle {
+                self.release(e);
+            }
+            !idle
+        });
     }
 
     fn sweep_threads(&self) {
@@ -68,11 +193,10 @@ impl Store for MemoryStore {
     }
 
     async fn create(&self, session: Session) -> Result<(), StoreError> {
-        if self.sessions.len() >= self.limits.max_sessions {
+        let bytes = history_bytes(&session.history);
+        if self.admit(&session.owner, bytes).is_err() {
             self.sweep();
-            if self.sessions.len() >= self.limits.max_sessions {
-                return Err(StoreError::Full(self.limits.max_sessions));
-            }
+            self.admit(&session.owner, bytes)?;
         }
         self.sessions.insert(
             session.id.clone(),
@@ -80,35 +204,46 @@ impl Store for MemoryStore {
                 session,
                 running: false,
                 used: Instant::now(),
+                bytes,
+                input: 0,
             },
         );
         Ok(())
     }
 
-    async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
+    async fn get(&self, id: &str, owner: &Principal) -> Result<Option<Session>, StoreError> {
         let now = Instant::now();
         let Some(mut entry) = self.sessions.get_mut(id) else {
             return Ok(None);
         };
+        if entry.session.owner != *owner {
+            return Ok(None);
+        }
         if self.idle(&entry, now) {
             drop(entry);
-            self.sessions.remove(id);
+            self.remove_if(id, |e| self.idle(e, now));
             return Ok(None);
         }
         entry.used = now;
         Ok(Some(entry.session.clone()))
     }
 
-    async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
+    async fn config(
+        &self,
+        id: &str,
+        owner: &Principal,
+    ) -> Result<Option<SessionConfig>, StoreError> {
         let Some(entry) = self.sessions.get(id) else {
             return Ok(None);
         };
-        Ok((!self.idle(&entry, Instant::now())).then(|| entry.session.config.clone()))
+        let visible = entry.session.owner == *owner && !self.idle(&entry, Instant::now());
+        Ok(visible.then(|| entry.session.config.clone()))
     }
 
     async fn list(
         &self,
         face: &str,
+        owner: &Principal,
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Session>, bool), StoreError> {
@@ -116,7 +251,11 @@ impl Store for MemoryStore {
         let mut ids: Vec<String> = self
             .sessions
             .iter()
-            .filter(|e| e.session.config.face == face && after.is_none_or(|a| e.key().as_str() > a))
+            .filter(|e| {
+                e.session.owner == *owner
+                    && e.session.config.face == face
+                    && after.is_none_or(|a| e.key().as_str() > a)
+            })
             .map(|e| e.key().clone())
             .collect();
         ids.sort_unstable();
@@ -129,16 +268,20 @@ impl Store for MemoryStore {
         Ok((page, more))
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.sessions.remove(id).is_some())
+    async fn delete(&self, id: &str, owner: &Principal) -> Result<bool, StoreError> {
+        Ok(self.remove_if(id, |e| e.session.owner == *owner))
     }
 
-    async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
+    async fn begin_turn(&self, id: &str, owner: &Principal) -> Result<Session, StoreError> {
         let now = Instant::now();
-        let mut entry = self.sessions.get_mut(id).ok_or(StoreError::NotFound)?;
+        let mut entry = self
+            .sessions
+            .get_mut(id)
+            .filter(|e| e.session.owner == *owner)
+            .ok_or(StoreError::NotFound)?;
         if self.idle(&entry, now) {
             drop(entry);
-            self.sessions.remove(id);
+            self.remove_if(id, |e| self.idle(e, now));
             return Err(StoreError::NotFound);
         }
         if entry.running {
@@ -149,19 +292,46 @@ impl Store for MemoryStore {
         Ok(entry.session.clone())
     }
 
+    async fn charge_input(&self, id: &str, bytes: usize) -> Result<(), StoreError> {
+        let mut entry = self
+            .sessions
+            .get_mut(id)
+            .filter(|e| e.running)
+            .ok_or(StoreError::NotFound)?;
+        let mut usage = self.usage();
+        usage.room_for(&entry.session.owner, bytes, &self.limits)?;
+        let add = Held { sessions: 0, bytes };
+        usage.update(&entry.session.owner, add, Held::default());
+        entry.input += bytes;
+        Ok(())
+    }
+
     async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError> {
-        // A session deleted while its turn ran stays deleted.
+        // A session deleted while its turn ran stays deleted (its deletion returned the charge).
         let Some(mut entry) = self.sessions.get_mut(id) else {
             return Ok(());
         };
         entry.running = false;
         entry.used = Instant::now();
+        let before = entry.bytes + std::mem::take(&mut entry.input);
         if let Some(c) = commit {
+            entry.bytes = history_bytes(&c.history);
             entry.session.config = c.config;
             entry.session.history = c.history;
             entry.session.state = c.state;
             entry.session.pending = c.pending;
         }
+        let (add, sub) = (
+            Held {
+                sessions: 0,
+                bytes: entry.bytes,
+            },
+            Held {
+                sessions: 0,
+                bytes: before,
+            },
+        );
+        self.usage().update(&entry.session.owner, add, sub);
         Ok(())
     }
 
@@ -213,118 +383,5 @@ impl Store for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::session::new_session_id;
-
-    /// Creates a session of `face` and returns its id.
-    async fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
-        let id = new_session_id();
-        s.create(Session {
-            id: id.clone(),
-            config: config(face),
-            ..Session::default()
-        })
-        .await?;
-        Ok(id)
-    }
-
-    fn config(face: &str) -> SessionConfig {
-        SessionConfig {
-            face: face.into(),
-            agent: "a".into(),
-            ..SessionConfig::default()
-        }
-    }
-
-    fn store(max_sessions: usize, idle: Duration) -> std::sync::Arc<MemoryStore> {
-        std::sync::Arc::new(MemoryStore::new(SessionLimits {
-            max_sessions,
-            idle_timeout: idle,
-            ..SessionLimits::default()
-        }))
-    }
-
-    #[tokio::test]
-    async fn ids_are_url_safe_and_unique() {
-        let s = store(10, Duration::from_secs(60));
-        let a = add(&s, "/").await.unwrap();
-        let b = add(&s, "/").await.unwrap();
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 5 + 32);
-        assert!(a[5..]
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    }
-
-    #[tokio::test]
-    async fn full_store_refuses_then_accepts_after_delete() {
-        let s = store(2, Duration::from_secs(60));
-        let a = add(&s, "/").await.unwrap();
-        add(&s, "/").await.unwrap();
-        assert_eq!(add(&s, "/").await, Err(StoreError::Full(2)));
-        assert!(s.delete(&a).await.unwrap());
-        assert!(!s.delete(&a).await.unwrap());
-        assert!(add(&s, "/").await.is_ok());
-    }
-
-    #[tokio::test]
-    async fn list_pages_in_id_order_per_face() {
-        let s = store(100, Duration::from_secs(60));
-        let mut ids = Vec::new();
-        for _ in 0..5 {
-            ids.push(add(&s, "/a").await.unwrap());
-        }
-        add(&s, "/b").await.unwrap();
-        ids.sort();
-        let (page, more) = s.list("/a", None, 2).await.unwrap();
-        assert!(more);
-        assert_eq!(
-            page.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
-            ids[..2]
-        );
-        let (page, more) = s.list("/a", Some(&ids[1]), 2).await.unwrap();
-        assert!(more);
-        assert_eq!(page[0].id, ids[2]);
-        let (page, more) = s.list("/a", Some(&ids[3]), 2).await.unwrap();
-        assert!(!more);
-        assert_eq!(page.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
-        let s = store(10, Duration::from_secs(60));
-        let id = add(&s, "/").await.unwrap();
-        s.begin_turn(&id).await.unwrap();
-        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::Busy));
-        s.end_turn(&id, None).await.unwrap();
-        let session = s.begin_turn(&id).await.unwrap();
-        let mut next = config("/");
-        next.agent = "changed".into();
-        s.end_turn(
-            &id,
-            Some(TurnCommit {
-                config: next,
-                history: session.history,
-                state: Some(serde_json::json!({"n": 1})),
-                pending: Vec::new(),
-            }),
-        )
-        .await
-        .unwrap();
-        let after = s.get(&id).await.unwrap().unwrap();
-        assert_eq!(after.config.agent, "changed");
-        assert_eq!(after.state, Some(serde_json::json!({"n": 1})));
-    }
-
-    #[tokio::test]
-    async fn idle_sessions_expire() {
-        let s = store(10, Duration::from_millis(1));
-        let id = add(&s, "/").await.unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(s.get(&id).await.unwrap().is_none());
-        assert_eq!(s.begin_turn(&id).await.err(), Some(StoreError::NotFound));
-    }
-}
+#[path = "memory_tests.rs"]
+mod tests;

@@ -42,6 +42,13 @@ impl Principal {
     }
 }
 
+/// The anonymous principal: what a request without authentication acts for.
+impl Default for Principal {
+    fn default() -> Self {
+        Principal::anonymous()
+    }
+}
+
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

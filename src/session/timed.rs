@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit};
+use super::{
+    Principal, Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit,
+};
 
 /// How long one store operation may take before it fails with [`StoreError::Timeout`].
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,29 +45,39 @@ impl<S: Store> Store for Timed<S> {
         self.bounded(self.inner.create(session)).await
     }
 
-    async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
-        self.bounded(self.inner.get(id)).await
+    async fn get(&self, id: &str, owner: &Principal) -> Result<Option<Session>, StoreError> {
+        self.bounded(self.inner.get(id, owner)).await
     }
 
-    async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
-        self.bounded(self.inner.config(id)).await
+    async fn config(
+        &self,
+        id: &str,
+        owner: &Principal,
+    ) -> Result<Option<SessionConfig>, StoreError> {
+        self.bounded(self.inner.config(id, owner)).await
     }
 
     async fn list(
         &self,
         face: &str,
+        owner: &Principal,
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Session>, bool), StoreError> {
-        self.bounded(self.inner.list(face, after, limit)).await
+        self.bounded(self.inner.list(face, owner, after, limit))
+            .await
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.bounded(self.inner.delete(id)).await
+    async fn delete(&self, id: &str, owner: &Principal) -> Result<bool, StoreError> {
+        self.bounded(self.inner.delete(id, owner)).await
     }
 
-    async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
-        self.bounded(self.inner.begin_turn(id)).await
+    async fn begin_turn(&self, id: &str, owner: &Principal) -> Result<Session, StoreError> {
+        self.bounded(self.inner.begin_turn(id, owner)).await
+    }
+
+    async fn charge_input(&self, id: &str, bytes: usize) -> Result<(), StoreError> {
+        self.bounded(self.inner.charge_input(id, bytes)).await
     }
 
     async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError> {
@@ -101,24 +113,32 @@ mod tests {
         async fn create(&self, _: Session) -> Result<(), StoreError> {
             std::future::pending().await
         }
-        async fn get(&self, _: &str) -> Result<Option<Session>, StoreError> {
+        async fn get(&self, _: &str, _: &Principal) -> Result<Option<Session>, StoreError> {
             std::future::pending().await
         }
-        async fn config(&self, _: &str) -> Result<Option<SessionConfig>, StoreError> {
+        async fn config(
+            &self,
+            _: &str,
+            _: &Principal,
+        ) -> Result<Option<SessionConfig>, StoreError> {
             std::future::pending().await
         }
         async fn list(
             &self,
             _: &str,
+            _: &Principal,
             _: Option<&str>,
             _: usize,
         ) -> Result<(Vec<Session>, bool), StoreError> {
             std::future::pending().await
         }
-        async fn delete(&self, _: &str) -> Result<bool, StoreError> {
+        async fn delete(&self, _: &str, _: &Principal) -> Result<bool, StoreError> {
             std::future::pending().await
         }
-        async fn begin_turn(&self, _: &str) -> Result<Session, StoreError> {
+        async fn begin_turn(&self, _: &str, _: &Principal) -> Result<Session, StoreError> {
+            std::future::pending().await
+        }
+        async fn charge_input(&self, _: &str, _: usize) -> Result<(), StoreError> {
             std::future::pending().await
         }
         async fn end_turn(&self, _: &str, _: Option<TurnCommit>) -> Result<(), StoreError> {
@@ -140,7 +160,7 @@ mod tests {
         let store = Timed::new(Stuck, Duration::from_millis(250));
         let started = tokio::time::Instant::now();
         assert_eq!(
-            store.begin_turn("s").await,
+            store.begin_turn("s", &Principal::anonymous()).await,
             Err(StoreError::Timeout(Duration::from_millis(250)))
         );
         assert_eq!(started.elapsed(), Duration::from_millis(250));

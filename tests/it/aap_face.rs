@@ -403,21 +403,26 @@ async fn configured_api_keys_guard_every_endpoint() {
     }
 
     // Nothing happened: still the one session, still there.
-    let second = aap.with_key(Some("k2"));
-    let list = second.list_sessions(None).await;
+    let list = aap.list_sessions(None).await;
     assert_eq!(
         list.expect_json(200)["sessions"].as_array().map(Vec::len),
         Some(1)
     );
+    // The other key is served too, with sessions of its own (`session_owners` covers more).
+    let second = aap.with_key(Some("k2"));
     second.meta().await.expect(200);
-    second.get_session(&sid).await.expect(200);
-    second.history(&sid, Some("full")).await.expect(200);
-    second
+    let own = second
         .request("POST", "/sessions", create.as_bytes())
         .await
         .session_id();
-    second.turn(&sid, user_turn("none", "hi")).await.expect(200);
-    second.delete_session(&sid).await.expect(204);
+    second.get_session(&own).await.expect(200);
+    second.history(&own, Some("full")).await.expect(200);
+    second.turn(&own, user_turn("none", "hi")).await.expect(200);
+    second.delete_session(&own).await.expect(204);
+    aap.get_session(&sid).await.expect(200);
+    aap.history(&sid, Some("full")).await.expect(200);
+    aap.turn(&sid, user_turn("none", "hi")).await.expect(200);
+    aap.delete_session(&sid).await.expect(204);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,7 @@ mod proxy_shutdown;
 mod proxy_stall;
 mod real_client;
 mod robustness;
+mod session_owners;
 mod shipped_configs;
 mod tls;
 mod translate_cli;

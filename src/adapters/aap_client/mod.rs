@@ -9,7 +9,9 @@
 //! 1. The response starts at once with `RUN_STARTED` (`aap.early_run_started`); everything
 //!    below happens inside the stream, so any failure is a `RUN_ERROR` after it.
 //! 2. The thread is marked running in the store (one run per thread at a time), its record
-//!    read, and the run planned.
+//!    read, and the run planned. Records are kept per route, principal (the request's, see
+//!    `crate::session::Principal`) and AG-UI thread id ([`thread::key`]): a caller reusing
+//!    another's `threadId` starts a thread of its own, never continues theirs.
 //! 3. `GET /meta` (cached per base URL; refetched when the agent is not listed): version 3 or
 //!    `AAP_VERSION_UNSUPPORTED`; the agent; its stream modes and image support.
 //! 4. A session is created when the thread has none, or when the history diverged (logged).
@@ -47,7 +49,7 @@ use crate::http::headers::upstream_request_headers;
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Settling, Store, StoreError, ThreadRecord, DEFAULT_STORE_TIMEOUT};
+use crate::session::{Principal, Settling, Store, StoreError, ThreadRecord, DEFAULT_STORE_TIMEOUT};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use driver::{lock, Driver, RunState, Shared, Stage};
@@ -72,12 +74,13 @@ impl AapClient {
         }
     }
 
-    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP.
+    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP, for `principal`.
     pub(crate) fn run(
         &self,
         relay: &Relay,
         route: &Route,
         client_headers: &HeaderMap,
+        principal: &Principal,
         input: RunAgentInput,
         span: tracing::Span,
     ) -> Result<Response<ResponseBody>, Failure> {
@@ -124,7 +127,7 @@ impl AapClient {
         let writer = route.client.writer(&relay.codecs(route, &input.tools));
         let pipeline = Pipeline::from_parts(reader, writer, options);
         let state: Shared = Arc::new(Mutex::new(RunState {
-            key: format!("{}\u{1f}{}", route.path, input.thread_id),
+            key: thread::key(&route.path, principal, &input.thread_id),
             config,
             input,
             thread: None,
@@ -173,6 +176,10 @@ async fn first_turn(
         StoreError::Full(_) | StoreError::NotFound => {
             Failure::new(ErrorCode::SessionLimit, e.to_string())
         }
+        StoreError::PrincipalFull(_) | StoreError::PrincipalOutOfSpace { .. } => {
+            Failure::new(ErrorCode::PrincipalSessionLimit, e.to_string())
+        }
+        StoreError::OutOfSpace { .. } => Failure::new(ErrorCode::SessionStorageFull, e.to_string()),
         StoreError::Timeout(_) | StoreError::Unavailable(_) => {
             Failure::new(ErrorCode::StoreUnavailable, e.to_string())
         }

@@ -6,6 +6,9 @@
 //! saved so far. Store failures are logged and counted, never a panic; the stream's last frame
 //! waits for the task, so the thread is free when the client sends its next run, and a run of
 //! a client that left is waited for by the thread's next run ([`Settling`]).
+//!
+//! A record's [`key`] holds the route, the principal and the AG-UI thread id, so each caller
+//! has threads of its own whatever ids clients choose.
 
 use std::sync::Arc;
 
@@ -13,8 +16,19 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use crate::http::body::{self, report_and_hold, Hold};
-use crate::session::{Ending, Settling, Store, ThreadRecord, UnderWay};
+use crate::session::{Ending, Principal, Settling, Store, ThreadRecord, UnderWay};
 use crate::telemetry::metrics::Metrics;
+
+/// The store key of the record of thread `thread_id` of `principal` on the route at `path`.
+/// The principal is length-prefixed, so no choice of principal and thread id can spell
+/// another pair's key.
+pub(super) fn key(path: &str, principal: &Principal, thread_id: &str) -> String {
+    let principal = principal.as_str();
+    format!(
+        "{path}\u{1f}{}:{principal}\u{1f}{thread_id}",
+        principal.len()
+    )
+}
 
 /// The record to save (none: leave the saved one), and where the task says it is done.
 type Report = body::Report<Option<ThreadRecord>>;
@@ -73,4 +87,20 @@ async fn end_run(
         metrics.store_error("end_thread");
     }
     ending.ended();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_differ_per_principal_and_cannot_be_forged() {
+        let (a, b) = (Principal::new("a"), Principal::new("b"));
+        assert_ne!(key("/r", &a, "t"), key("/r", &b, "t"));
+        assert_ne!(key("/r", &a, "t"), key("/s", &a, "t"));
+        assert_eq!(key("/r", &a, "t"), key("/r", &Principal::new("a"), "t"));
+        // A separator inside a principal or a thread id does not make two pairs meet.
+        let tricky = Principal::new("a\u{1f}b");
+        assert_ne!(key("/r", &tricky, "c"), key("/r", &a, "b\u{1f}c"));
+    }
 }

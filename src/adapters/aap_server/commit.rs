@@ -199,7 +199,9 @@ mod tests {
     use crate::dialect::{CodecOptions, Dialect};
     use crate::event::RunIds;
     use crate::pipeline::PipelineOptions;
-    use crate::session::{MemoryStore, Session, SessionLimits, StoreError, ThreadRecord};
+    use crate::session::{
+        MemoryStore, Principal, Session, SessionLimits, StoreError, ThreadRecord,
+    };
 
     /// The memory store, but writing a turn back fails.
     #[derive(Debug)]
@@ -213,25 +215,33 @@ mod tests {
         async fn create(&self, s: Session) -> Result<(), StoreError> {
             self.0.create(s).await
         }
-        async fn get(&self, id: &str) -> Result<Option<Session>, StoreError> {
-            self.0.get(id).await
+        async fn get(&self, id: &str, owner: &Principal) -> Result<Option<Session>, StoreError> {
+            self.0.get(id, owner).await
         }
-        async fn config(&self, id: &str) -> Result<Option<SessionConfig>, StoreError> {
-            self.0.config(id).await
+        async fn config(
+            &self,
+            id: &str,
+            owner: &Principal,
+        ) -> Result<Option<SessionConfig>, StoreError> {
+            self.0.config(id, owner).await
         }
         async fn list(
             &self,
             face: &str,
+            owner: &Principal,
             after: Option<&str>,
             limit: usize,
         ) -> Result<(Vec<Session>, bool), StoreError> {
-            self.0.list(face, after, limit).await
+            self.0.list(face, owner, after, limit).await
         }
-        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-            self.0.delete(id).await
+        async fn delete(&self, id: &str, owner: &Principal) -> Result<bool, StoreError> {
+            self.0.delete(id, owner).await
         }
-        async fn begin_turn(&self, id: &str) -> Result<Session, StoreError> {
-            self.0.begin_turn(id).await
+        async fn begin_turn(&self, id: &str, owner: &Principal) -> Result<Session, StoreError> {
+            self.0.begin_turn(id, owner).await
+        }
+        async fn charge_input(&self, id: &str, bytes: usize) -> Result<(), StoreError> {
+            self.0.charge_input(id, bytes).await
         }
         async fn end_turn(&self, _: &str, _: Option<TurnCommit>) -> Result<(), StoreError> {
             Err(StoreError::Unavailable("the disk is full".into()))
@@ -263,7 +273,10 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             ..Session::default()
         };
         store.create(session).await.unwrap();
-        store.begin_turn(&id).await.unwrap();
+        store
+            .begin_turn(&id, &Principal::anonymous())
+            .await
+            .unwrap();
         let ids = RunIds {
             thread_id: "t".into(),
             run_id: "r".into(),
@@ -299,9 +312,16 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             .ended(&mut pipeline, Outcome::Completed)
             .expect("a hold");
         hold.await;
-        let session = store.get(&id).await.unwrap().unwrap();
+        let session = store
+            .get(&id, &Principal::anonymous())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(session.history.len(), 1, "the reply was written back");
-        assert!(store.begin_turn(&id).await.is_ok(), "the session is free");
+        assert!(
+            store.begin_turn(&id, &Principal::anonymous()).await.is_ok(),
+            "the session is free"
+        );
         assert!(matches!(committer.await.unwrap(), Ended::Committed));
     }
 
@@ -337,7 +357,10 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let (id, _pipeline) = finished_turn(&store).await;
         let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &Arc::default());
         reporter.close(committer).await;
-        let session = store.begin_turn(&id).await.expect("the session is free");
+        let session = store
+            .begin_turn(&id, &Principal::anonymous())
+            .await
+            .expect("the session is free");
         assert!(session.history.is_empty());
     }
 
@@ -356,11 +379,17 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         )
         .await
         .expect("no wait while the turn is under way");
-        assert_eq!(store.begin_turn(&id).await.err(), Some(StoreError::Busy));
+        assert_eq!(
+            store.begin_turn(&id, &Principal::anonymous()).await.err(),
+            Some(StoreError::Busy)
+        );
         // Abandoned (its request dropped): the next turn waits for the write-back.
         drop(reporter);
         settling.settled(&id, bound).await;
-        assert!(store.begin_turn(&id).await.is_ok(), "the session is free");
+        assert!(
+            store.begin_turn(&id, &Principal::anonymous()).await.is_ok(),
+            "the session is free"
+        );
         assert!(matches!(committer.await.unwrap(), Ended::Unchanged));
     }
 }

@@ -10,10 +10,18 @@
 //! | `GET`, `POST /sessions`; `GET`, `DELETE /sessions/:id`; `GET /sessions/:id/history` | [`sessions`] |
 //! | `POST /sessions/:id/turns` | [`turn`] |
 //!
-//! Every error is `{"error": "<text>"}` with a 4xx naming the field, or a 5xx only for the
-//! upstream's failures (`502` in `none` mode); handlers return a [`Refusal`] and the server
-//! renders it. When any agent of the face has API keys, every endpoint needs
-//! `Authorization: Bearer <key>` (401 otherwise).
+//! Every error is `{"error": "<text>"}` with a 4xx naming the field, or a 5xx for the
+//! upstream's failures (`502` in `none` mode) and the gateway's (`503` store unavailable, `507`
+//! session storage full); handlers return a [`Refusal`] and the server renders it. When any
+//! agent of the face has API keys, every endpoint needs `Authorization: Bearer <key>` (401
+//! otherwise).
+//!
+//! Sessions belong to the [`Principal`] the request acts for (a request extension: the key
+//! that matched here, or what an authentication layer in front set; the anonymous principal
+//! when none did). List, get, history, delete and turns see only the caller's sessions:
+//! another principal's session is a 404 like a missing one. Quotas per principal and the
+//! gateway's byte budget are the store's (`crate::session`): 429 `PRINCIPAL_SESSION_LIMIT`,
+//! 429 `SESSION_LIMIT`, 507 `SESSION_STORAGE_FULL`, before anything is stored.
 //!
 //! The face owns its state: sessions live in the store it is handed, a turn's run is a
 //! pipeline it builds with the AAP writer, and the turn is written back by a committer task
@@ -72,13 +80,14 @@ impl<'a> Face<'a> {
             .find_map(|r| r.aap.as_ref().filter(|a| a.name == name).map(|a| (*r, a)))
     }
 
-    /// The configuration of session `id`, when this face holds it (404 otherwise).
+    /// The configuration of session `id`, when this face holds it for `owner` (404 otherwise).
     pub(crate) async fn session_config(
         &self,
         id: &str,
+        owner: &Principal,
     ) -> Result<crate::session::SessionConfig, Failure> {
         self.store
-            .config(id)
+            .config(id, owner)
             .await
             .map_err(store_failure)?
             .filter(|c| c.face == self.prefix)
@@ -102,6 +111,12 @@ pub(crate) async fn handle(
     if let Some(principal) = authorize(face, request.headers())? {
         request.extensions_mut().insert(principal);
     }
+    let owner = request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or_else(Principal::anonymous);
+    let owner = &owner;
     let path = request.uri().path();
     let rest = path
         .strip_prefix(face.prefix)
@@ -124,16 +139,16 @@ pub(crate) async fn handle(
     };
     let answered = match (segments.as_slice(), &method) {
         (["meta"], &Method::GET) => Ok(json_response(StatusCode::OK, &meta(face))),
-        (["sessions"], &Method::GET) => sessions::list(face, request.uri().query()).await,
-        (["sessions"], &Method::POST) => sessions::create(face, request).await,
-        (["sessions", id], &Method::GET) => sessions::get(face, id).await,
-        (["sessions", id], &Method::DELETE) => sessions::delete(face, id).await,
+        (["sessions"], &Method::GET) => sessions::list(face, owner, request.uri().query()).await,
+        (["sessions"], &Method::POST) => sessions::create(face, owner, request).await,
+        (["sessions", id], &Method::GET) => sessions::get(face, owner, id).await,
+        (["sessions", id], &Method::DELETE) => sessions::delete(face, owner, id).await,
         (["sessions", id, "history"], &Method::GET) => {
-            sessions::history(face, id, request.uri().query()).await
+            sessions::history(face, owner, id, request.uri().query()).await
         }
         (["sessions", id, "turns"], &Method::POST) => {
             let id = (*id).to_owned();
-            turn::turn(relay, face, &id, request).await
+            turn::turn(relay, face, owner, &id, request).await
         }
         _ => {
             return Err(Refusal {
@@ -248,6 +263,10 @@ pub(crate) fn store_failure(error: StoreError) -> Failure {
         StoreError::NotFound => ErrorCode::NotFound,
         StoreError::Busy => ErrorCode::TurnInProgress,
         StoreError::Full(_) => ErrorCode::SessionLimit,
+        StoreError::PrincipalFull(_) | StoreError::PrincipalOutOfSpace { .. } => {
+            ErrorCode::PrincipalSessionLimit
+        }
+        StoreError::OutOfSpace { .. } => ErrorCode::SessionStorageFull,
         StoreError::Timeout(_) | StoreError::Unavailable(_) => ErrorCode::StoreUnavailable,
     };
     Failure::new(code, error.to_string())

@@ -17,14 +17,15 @@ use crate::error::{ErrorCode, Failure};
 use crate::event::history_bytes;
 use crate::http::request_body::read_body;
 use crate::http::response::{full, json as json_response, ResponseBody};
-use crate::session::{new_session_id, Session, SessionConfig};
+use crate::session::{new_session_id, Principal, Session, SessionConfig};
 
 /// What `GET` shows instead of a secret option's value; sent back, it means "unchanged".
 pub(crate) use crate::dialect::aap::REDACTED;
 
-/// `POST /sessions` → 201 `{sessionId}`.
+/// `POST /sessions` → 201 `{sessionId}`, owned by `owner`.
 pub(super) async fn create(
     face: &Face<'_>,
+    owner: &Principal,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let limit = face
@@ -76,29 +77,31 @@ pub(super) async fn create(
     face.store
         .create(Session {
             id: id.clone(),
+            owner: owner.clone(),
             config,
             history,
             ..Session::default()
         })
         .await
         .map_err(store_failure)?;
-    tracing::info!(session_id = %id, agent = %agent.name, "session created");
+    tracing::info!(session_id = %id, agent = %agent.name, principal = %owner, "session created");
     Ok(json_response(
         StatusCode::CREATED,
         &json!({ "sessionId": id }),
     ))
 }
 
-/// `GET /sessions?after=` → `{sessions, next?}`, in session id order.
+/// `GET /sessions?after=` → `{sessions, next?}`: `owner`'s, in session id order.
 pub(super) async fn list(
     face: &Face<'_>,
+    owner: &Principal,
     query: Option<&str>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let after = query_param(query, "after");
     let page = face.store.limits().page_size;
     let (sessions, more) = face
         .store
-        .list(face.prefix, after, page)
+        .list(face.prefix, owner, after, page)
         .await
         .map_err(store_failure)?;
     let next = more
@@ -113,15 +116,23 @@ pub(super) async fn list(
 }
 
 /// `GET /sessions/:id` → `SessionInfo`, secrets redacted.
-pub(super) async fn get(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
-    let session = find(face, id).await?;
+pub(super) async fn get(
+    face: &Face<'_>,
+    owner: &Principal,
+    id: &str,
+) -> Result<Response<ResponseBody>, Failure> {
+    let session = find(face, owner, id).await?;
     Ok(json_response(StatusCode::OK, &info(face, &session)))
 }
 
 /// `DELETE /sessions/:id` → 204.
-pub(super) async fn delete(face: &Face<'_>, id: &str) -> Result<Response<ResponseBody>, Failure> {
-    face.session_config(id).await?;
-    if !face.store.delete(id).await.map_err(store_failure)? {
+pub(super) async fn delete(
+    face: &Face<'_>,
+    owner: &Principal,
+    id: &str,
+) -> Result<Response<ResponseBody>, Failure> {
+    face.session_config(id, owner).await?;
+    if !face.store.delete(id, owner).await.map_err(store_failure)? {
         return Err(no_session(id));
     }
     tracing::info!(session_id = %id, "session deleted");
@@ -131,10 +142,11 @@ pub(super) async fn delete(face: &Face<'_>, id: &str) -> Result<Response<Respons
 /// `GET /sessions/:id/history?type=full|compacted`: both are the whole transcript.
 pub(super) async fn history(
     face: &Face<'_>,
+    owner: &Principal,
     id: &str,
     query: Option<&str>,
 ) -> Result<Response<ResponseBody>, Failure> {
-    let session = find(face, id).await?;
+    let session = find(face, owner, id).await?;
     let kind = match query_param(query, "type") {
         None => {
             return Err(invalid(
@@ -168,10 +180,10 @@ pub(super) async fn history(
     ))
 }
 
-/// The session `id` if this face holds it.
-async fn find(face: &Face<'_>, id: &str) -> Result<Session, Failure> {
+/// The session `id` if this face holds it for `owner`.
+async fn find(face: &Face<'_>, owner: &Principal, id: &str) -> Result<Session, Failure> {
     face.store
-        .get(id)
+        .get(id, owner)
         .await
         .map_err(store_failure)?
         .filter(|s| s.config.face == face.prefix)

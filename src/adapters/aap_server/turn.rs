@@ -1,12 +1,16 @@
 //! `POST /sessions/:id/turns` (`translation.md` §4.1–4.2, §6.2 B1–B4).
 //!
-//! 1. Read the body; take the session's turn lease (404 unknown, 409 busy).
+//! 1. Read the body; take the session's turn lease (404 unknown or another principal's, 409
+//!    busy).
 //! 2. Apply the overrides: `tools` and `agent.tools` replace, `agent.options` merge.
 //! 3. Check the answers against the calls the last turn left pending: each answered exactly
 //!    once, with the right kind of message (400 naming the ids otherwise).
 //! 4. Build the run: the whole history plus the new input (answers first, in pending order,
 //!    then user messages), the client tools plus the confirm tool, the stored state,
-//!    `forwardedProps.aap`, and `resume` for interrupts.
+//!    `forwardedProps.aap`, and `resume` for interrupts. The history with the input must fit
+//!    `max_history_bytes` (413), and the input is charged to the gateway's byte budget (507
+//!    `SESSION_STORAGE_FULL` when it would pass `max_total_bytes`; `crate::session`). What the
+//!    run may add is what `max_history_bytes` leaves.
 //! 5. Run the upstream through the pipeline with the AAP writer; stream (`delta`, `message`) or
 //!    answer JSON (`none`).
 //! 6. Commit when the stream ends, however it ends, by the turn's committer task
@@ -42,7 +46,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, full, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Session, SessionConfig, StoreError, DEFAULT_STORE_TIMEOUT};
+use crate::session::{Principal, Session, SessionConfig, StoreError, DEFAULT_STORE_TIMEOUT};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
 /// optional fields that let the agent name the tool it asks about.
@@ -67,11 +71,12 @@ fn confirm_tool(name: &str) -> Tool {
 pub(super) async fn turn(
     relay: &Relay,
     face: &Face<'_>,
+    owner: &Principal,
     id: &str,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let (parts, body) = request.into_parts();
-    let config = face.session_config(id).await?;
+    let config = face.session_config(id, owner).await?;
     let (route, agent) = face.agent(&config.agent).ok_or_else(|| {
         Failure::new(
             ErrorCode::NotFound,
@@ -86,12 +91,12 @@ pub(super) async fn turn(
     if turn.messages.is_empty() {
         return Err(invalid("messages", "a turn needs at least one message"));
     }
-    let session = match face.store.begin_turn(id).await {
+    let session = match face.store.begin_turn(id, owner).await {
         // The turn holding the mark may be over and only its write-back pending (its client
         // left): wait for that, then try once more.
         Err(StoreError::Busy) => {
             face.settling.settled(id, DEFAULT_STORE_TIMEOUT).await;
-            face.store.begin_turn(id).await
+            face.store.begin_turn(id, owner).await
         }
         begun => begun,
     }
@@ -114,6 +119,12 @@ pub(super) async fn turn(
             return Err(failure);
         }
     };
+    // Before the run starts: the input counts against the gateway's byte budget until the
+    // committer writes the turn back.
+    if let Err(error) = face.store.charge_input(id, prepared.input_bytes).await {
+        reporter.close(committer).await;
+        return Err(store_failure(error));
+    }
     let span = tracing::info_span!(
         "turn",
         session_id = %id,
@@ -147,6 +158,8 @@ struct Prepared {
     config: SessionConfig,
     client_tools: Vec<String>,
     confirm_tool: String,
+    /// Content bytes of the turn's input.
+    input_bytes: usize,
     budget: usize,
 }
 
@@ -172,6 +185,7 @@ fn prepare(
     }
     let mut ids = IdMint::new(run_id);
     let (new, resume) = input_messages(agent, &session.pending, &turn.messages, &mut ids)?;
+    let input_bytes = history_bytes(&new);
     let mut history = session.history;
     history.extend(new);
     let used = history_bytes(&history);
@@ -237,6 +251,7 @@ fn prepare(
         config,
         client_tools: client_names,
         confirm_tool: agent.confirm_tool.clone(),
+        input_bytes,
         budget: max_history_bytes - used,
     })
 }
@@ -422,6 +437,7 @@ async fn run(
         config,
         client_tools,
         confirm_tool,
+        input_bytes: _,
         budget,
     } = prepared;
     // The gateway's own API key is not the agent's business.

@@ -7,8 +7,10 @@
 //! is unknown), tool messages for results. `MESSAGES_SNAPSHOT` replaces the list; state follows
 //! `STATE_SNAPSHOT` and `STATE_DELTA` (a patch that does not apply keeps the old state).
 //!
-//! Bounded: content appended by the run counts against a byte budget, and each call's argument
-//! text against [`MAX_ARGS_BYTES`]; past either the run must end ([`Transcript::apply`] fails).
+//! Bounded: content appended by the run counts against a byte budget (a snapshot counts what it
+//! adds to the history and gives back what it removes, so the history never holds more than it
+//! started with plus the budget), and each call's argument text against [`MAX_ARGS_BYTES`];
+//! past either the run must end ([`Transcript::apply`] fails).
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,8 +18,8 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    content_len, remove_calls, AssistantMessage, Event, FunctionCall, FunctionKind, Message,
-    ReasoningMessage, ToolCall, ToolMessage,
+    content_len, history_bytes, remove_calls, AssistantMessage, Event, FunctionCall, FunctionKind,
+    Message, ReasoningMessage, ToolCall, ToolMessage,
 };
 
 /// Argument text one tool call may accumulate (`translation.md` §5).
@@ -214,6 +216,12 @@ impl Transcript {
             Event::StateSnapshot(e) => self.state = Some(e.snapshot.clone()),
             Event::StateDelta(e) => self.patch_state(&e.delta),
             Event::MessagesSnapshot(e) => {
+                let (now, next) = (history_bytes(&self.messages), history_bytes(&e.messages));
+                if next > now {
+                    self.spend(next - now)?;
+                } else {
+                    self.budget += now - next;
+                }
                 let before: std::collections::HashSet<&str> = self.messages[..self.prior]
                     .iter()
                     .map(Message::id)
@@ -447,5 +455,31 @@ mod tests {
         );
         assert_eq!(ids(t.messages()), ["u", "a"]);
         assert_eq!(ids(t.generated()), ["a"]);
+    }
+
+    #[test]
+    fn a_snapshot_spends_what_it_adds_and_returns_what_it_removes() {
+        let history: Vec<Message> =
+            serde_json::from_value(json!([{"id":"u","role":"user","content":"hi"}])).unwrap();
+        let mut t = Transcript::new(history, None, 5);
+        let snapshot = |text: &str| -> Event {
+            serde_json::from_value(json!({"type":"MESSAGES_SNAPSHOT","messages":[
+                {"id":"u","role":"user","content":"hi"},
+                {"id":"a","role":"assistant","content":text}]}))
+            .unwrap()
+        };
+        let refused = t.apply(&snapshot("six b.")).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::HistoryLimitExceeded);
+        assert_eq!(
+            ids(t.messages()),
+            ["u"],
+            "a refused snapshot is not applied"
+        );
+        t.apply(&snapshot("five!")).unwrap();
+        assert_eq!(history_bytes(t.messages()), 2 + 5);
+        // Shrinking gives the bytes back: the history may grow to the same bound again.
+        t.apply(&snapshot("")).unwrap();
+        t.apply(&snapshot("five!")).unwrap();
+        assert!(t.apply(&snapshot("five!!")).is_err());
     }
 }

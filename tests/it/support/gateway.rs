@@ -153,6 +153,11 @@ impl Gateway {
         format!("{}://{}", self.scheme, self.addr)
     }
 
+    /// The gateway's process id (to read its `/proc` entries).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything the gateway has written to stderr so far (empty when inherited).
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
