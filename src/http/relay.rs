@@ -168,15 +168,23 @@ impl Relay {
             .and_then(|v| v.to_str().ok())
             .filter(|e| !e.eq_ignore_ascii_case("identity"))
         {
+            tracing::warn!(
+                content_encoding = %encoding,
+                "the upstream compressed its stream although the gateway asked for identity; turn compression off for event streams"
+            );
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
+                "the upstream compressed its event stream, which the gateway does not translate",
             ));
         }
         if content_type.starts_with(AGUI_PROTO) {
+            tracing::warn!(
+                content_type = %content_type,
+                "the upstream answered protobuf although the gateway asked for text/event-stream"
+            );
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
+                "the upstream answered an AG-UI protobuf stream; protobuf streams are not translated",
             ));
         }
         let framing = Framing::from_content_type(content_type);

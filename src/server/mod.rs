@@ -11,8 +11,9 @@
 //!    any other gets the canonical input in its dialect, end-to-end headers forwarded
 //!    (hop-by-hop not), `Accept-Encoding: identity`. Connect timeout and response header
 //!    timeout apply here; a failure is answered before any body byte: 502
-//!    (`UPSTREAM_UNAVAILABLE`, `UPSTREAM_HTTP_<status>` with an excerpt of the upstream body) or
-//!    504 (`UPSTREAM_HEADERS_TIMEOUT`).
+//!    (`UPSTREAM_UNAVAILABLE`, `UPSTREAM_HTTP_<status>`) or 504 (`UPSTREAM_HEADERS_TIMEOUT`),
+//!    with a sentence safe for any client; the upstream's URL, status and body excerpt go to the
+//!    log only.
 //! 4. **Stream**: 200 with the SSE headers and a `TranslatingBody`; from here on every problem
 //!    is a terminal event in the client's dialect (idle timeout, truncation, malformed or
 //!    oversized events).

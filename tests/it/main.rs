@@ -23,6 +23,7 @@ mod golden_agui;
 mod golden_hai;
 mod hai_client;
 mod layering;
+mod no_leaks;
 mod proxy_faults;
 mod proxy_fixtures;
 mod proxy_framing;

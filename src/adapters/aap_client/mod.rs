@@ -174,7 +174,11 @@ async fn first_turn(
             Failure::new(ErrorCode::SessionLimit, e.to_string())
         }
         StoreError::Timeout(_) | StoreError::Unavailable(_) => {
-            Failure::new(ErrorCode::StoreUnavailable, e.to_string())
+            tracing::warn!(error = %e, "the session store failed");
+            Failure::new(
+                ErrorCode::StoreUnavailable,
+                "the session store is unavailable; retry later",
+            )
         }
     })?;
     // From here on a task owns the end of the thread's mark; the stream reports to it.
@@ -209,11 +213,16 @@ async fn first_turn(
     .cloned()
     .ok_or_else(|| {
         let listed: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+        tracing::warn!(
+            wanted = wanted.as_deref().unwrap_or(""),
+            listed = %listed.join(", "),
+            "the AAP upstream does not list the agent (name one with --agent-name or [routes.aap_upstream] agent)"
+        );
         Failure::new(
             ErrorCode::AapAgentNotFound,
             match &wanted {
-                Some(name) => format!("the AAP upstream lists no agent {name:?} (it lists: {})", listed.join(", ")),
-                None => format!("the AAP upstream lists {} agents; name one with --agent-name or [routes.aap_upstream] agent", listed.len()),
+                Some(name) => format!("the AAP upstream lists no agent {name:?}"),
+                None => "the AAP upstream lists several agents and the run names none".to_owned(),
             },
         )
     })?;
@@ -308,13 +317,16 @@ async fn first_turn(
             turn.tools = None;
             link.turn(&record.session_id, &turn).await
         }
-        Err(f) if f.code == ErrorCode::UpstreamHttp(404) => Err(Failure::new(
-            ErrorCode::AapSessionNotFound,
-            format!(
-                "the AAP agent no longer knows session {} (on_session_lost = \"error\")",
-                record.session_id
-            ),
-        )),
+        Err(f) if f.code == ErrorCode::UpstreamHttp(404) => {
+            tracing::warn!(
+                session_id = %record.session_id,
+                "the AAP agent no longer knows the session (on_session_lost = \"error\")"
+            );
+            Err(Failure::new(
+                ErrorCode::AapSessionNotFound,
+                "the AAP agent no longer knows this thread's session",
+            ))
+        }
         other => other,
     }?;
     // Accepted: the agent has the input now.
