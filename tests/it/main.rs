@@ -23,6 +23,7 @@ mod golden_agui;
 mod golden_hai;
 mod hai_client;
 mod layering;
+mod log_safety;
 mod no_leaks;
 mod proxy_faults;
 mod proxy_fixtures;

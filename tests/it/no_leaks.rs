@@ -45,9 +45,16 @@ async fn secret_upstream() -> ScriptedUpstream {
     ScriptedUpstream::with_script(Script::status_body(500, "text/plain", SECRET_BODY)).await
 }
 
-/// The log holds the upstream's excerpt, for the operator.
+/// The log holds the upstream's excerpt, for the operator, escaped: the whole stack trace on
+/// the line that names the password, no line of its own.
 async fn assert_logged(gateway: &Gateway) {
-    gateway.wait_for_stderr("hunter2").await;
+    let log = gateway.wait_for_stderr("hunter2").await;
+    let line = log.lines().find(|l| l.contains("hunter2")).unwrap_or("");
+    assert!(line.contains("Main.java:7"), "{line}");
+    assert!(line.contains("\\n\\tat com.example"), "{line}");
+    for line in log.lines() {
+        assert!(!line.trim_start().starts_with("at com.example"), "{log}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
