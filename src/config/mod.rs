@@ -4,7 +4,7 @@
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`]), `sessions`, `mappings`. The single-route flags
+//! `dialects`, `aap_face`, [`aap_client`], `forwarding`), `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
 //! says how problems are reported.
 
@@ -19,6 +19,7 @@ pub mod aap_client;
 mod aap_face;
 mod dialects;
 mod flags;
+mod forwarding;
 mod limits;
 mod mappings;
 mod part;
@@ -31,6 +32,7 @@ mod sessions;
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
 pub use flags::Overrides;
+pub use forwarding::{Forwarding, TrustedProxies};
 pub use limits::{
     parse_duration, Limits, RawLimits, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADERS_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_EVENT_BYTES,
@@ -59,6 +61,8 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// Bounds of the AAP session store (`[sessions]`).
     pub sessions: SessionLimits,
+    /// Peers whose forwarding headers are believed (`trusted_proxies`).
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -111,6 +115,8 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         api_keys: &api_keys,
     };
     let sessions = sessions::sessions(&mut p, &raw.sessions);
+    let trusted_proxies =
+        forwarding::trusted_proxies(&mut p, "trusted_proxies", &raw.trusted_proxies);
     let mut built = Vec::new();
     if file.is_some() {
         if overrides.names_a_route() {
@@ -172,6 +178,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         drain_timeout: server.drain_timeout,
         stall_timeout: server.stall_timeout,
         sessions,
+        trusted_proxies,
     })
 }
 

@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "limits",
     "routes",
     "sessions",
+    "trusted_proxies",
 ];
 
 #[derive(Debug, Default)]
@@ -40,6 +41,7 @@ pub(super) struct RawConfig {
     /// The file writes `routes`: some routes, read or not, or a value that is not routes.
     pub routes_written: bool,
     pub sessions: RawSessions,
+    pub trusted_proxies: Option<Vec<Spanned<String>>>,
 }
 
 impl RawConfig {
@@ -58,6 +60,7 @@ impl RawConfig {
                 "stall_timeout" => raw.stall_timeout = entry(p, key, item),
                 "limits" => raw.limits = entry(p, key, item).unwrap_or_default(),
                 "sessions" => raw.sessions = entry(p, key, item).unwrap_or_default(),
+                "trusted_proxies" => raw.trusted_proxies = entry(p, key, item),
                 "routes" => match part::elements(key, item) {
                     Ok(elements) => {
                         raw.routes_written = !elements.is_empty();

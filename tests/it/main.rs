@@ -20,6 +20,7 @@ mod admin;
 mod golden_aap;
 mod golden_aap_upstream;
 mod golden_agui;
+mod forwarding;
 mod golden_hai;
 mod hai_client;
 mod layering;

@@ -43,7 +43,6 @@ use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
 use crate::http::body::{OpenFuture, Source, UpstreamBody};
-use crate::http::headers::upstream_request_headers;
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
@@ -72,12 +71,13 @@ impl AapClient {
         }
     }
 
-    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP.
+    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP; `headers` are the
+    /// upstream requests' ([`Relay::upstream_headers`]), the route's API key added here.
     pub(crate) fn run(
         &self,
         relay: &Relay,
         route: &Route,
-        client_headers: &HeaderMap,
+        mut headers: HeaderMap,
         input: RunAgentInput,
         span: tracing::Span,
     ) -> Result<Response<ResponseBody>, Failure> {
@@ -88,7 +88,6 @@ impl AapClient {
                 "the built-in demo agent speaks AG-UI, not AAP",
             ));
         };
-        let mut headers = upstream_request_headers(client_headers);
         if let Some(key) = &config.api_key {
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
                 headers.insert(header::AUTHORIZATION, value);
