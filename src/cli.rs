@@ -21,6 +21,7 @@ use crate::dialect::{read_request, CodecOptions};
 use crate::event::RunIds;
 use crate::mapping::Mappings;
 use crate::pipeline::{Pipeline, PipelineSpec};
+use crate::telemetry::LogFormat;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,6 +30,16 @@ use crate::pipeline::{Pipeline, PipelineSpec};
     about = "A streaming gateway that translates AG-UI, HAI and AAP event by event"
 )]
 pub struct Cli {
+    /// Log format on stderr: text (one line per event, values escaped) or json (one object per
+    /// line).
+    #[arg(
+        long,
+        global = true,
+        env = "DIALECT_PROXY_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -207,7 +218,7 @@ impl LimitArgs {
 /// Entry point of the binary.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    crate::telemetry::init();
+    crate::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -53,6 +53,8 @@ impl Overrides {
             upstream_dialect: self.upstream_dialect.as_deref().map(given),
             limits: RawLimits::default(),
             keep_upstream_run_ids: false,
+            forward_cookies: false,
+            forward_headers: None,
             unknown_fields: None,
             agui: Default::default(),
             hai: Default::default(),

@@ -4,8 +4,8 @@
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`]), `tls` (the listener's and the upstreams'),
-//! `sessions`, `mappings`. The single-route flags
+//! `dialects`, `aap_face`, [`aap_client`], `forwarding`), `tls` (the listener's and the
+//! upstreams'), `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
 //! says how problems are reported.
 
@@ -20,6 +20,7 @@ pub mod aap_client;
 mod aap_face;
 mod dialects;
 mod flags;
+mod forwarding;
 mod limits;
 mod mappings;
 mod part;
@@ -33,6 +34,7 @@ mod tls;
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
 pub use flags::Overrides;
+pub use forwarding::{Forwarding, TrustedProxies};
 pub use limits::{
     parse_duration, Limits, RawLimits, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADERS_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_EVENT_BYTES,
@@ -63,6 +65,8 @@ pub struct Config {
     pub sessions: SessionLimits,
     /// TLS on `listen` (`tls_cert`, `tls_key`); plaintext without it.
     pub tls: Option<crate::tls::ListenerTls>,
+    /// Peers whose forwarding headers are believed (`trusted_proxies`).
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -115,6 +119,8 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         api_keys: &api_keys,
     };
     let sessions = sessions::sessions(&mut p, &raw.sessions);
+    let trusted_proxies =
+        forwarding::trusted_proxies(&mut p, "trusted_proxies", &raw.trusted_proxies);
     let mut built = Vec::new();
     if file.is_some() {
         if overrides.names_a_route() {
@@ -179,6 +185,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         stall_timeout: server.stall_timeout,
         sessions,
         tls: server.tls,
+        trusted_proxies,
     })
 }
 

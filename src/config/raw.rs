@@ -27,6 +27,7 @@ const KEYS: &[&str] = &[
     "limits",
     "routes",
     "sessions",
+    "trusted_proxies",
 ];
 
 #[derive(Debug, Default)]
@@ -44,6 +45,7 @@ pub(super) struct RawConfig {
     /// The file writes `routes`: some routes, read or not, or a value that is not routes.
     pub routes_written: bool,
     pub sessions: RawSessions,
+    pub trusted_proxies: Option<Vec<Spanned<String>>>,
 }
 
 impl RawConfig {
@@ -64,6 +66,7 @@ impl RawConfig {
                 "tls_key" => raw.tls_key = entry(p, key, item),
                 "limits" => raw.limits = entry(p, key, item).unwrap_or_default(),
                 "sessions" => raw.sessions = entry(p, key, item).unwrap_or_default(),
+                "trusted_proxies" => raw.trusted_proxies = entry(p, key, item),
                 "routes" => match part::elements(key, item) {
                     Ok(elements) => {
                         raw.routes_written = !elements.is_empty();

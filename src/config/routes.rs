@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::aap_client::{aap_upstream, AapUpstream, RawAapUpstream};
 use super::aap_face::{aap_agent, AapAgent, RawAap};
 use super::dialects::{agui_options, hai_options, unknown_fields, RawAguiOptions, RawHaiOptions};
+use super::forwarding::{forwarding, Forwarding};
 use super::limits::{limits, Limits, RawLimits};
 use super::problems::{Keys, Problems};
 use super::tls::{client_tls, RawClientTls};
@@ -44,6 +45,8 @@ pub struct Route {
     /// How runs reach an AAP agent (`[routes.aap_upstream]`); set exactly when
     /// `upstream_dialect` is AAP.
     pub aap_upstream: Option<AapUpstream>,
+    /// Which client headers reach the upstream (`forward_cookies`, `forward_headers`).
+    pub forwarding: Forwarding,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +76,9 @@ pub(super) struct RawRoute {
     pub aap: Option<RawAap>,
     pub aap_upstream: Option<RawAapUpstream>,
     pub tls: Option<RawClientTls>,
+    #[serde(default)]
+    pub forward_cookies: bool,
+    pub forward_headers: Option<Vec<Spanned<String>>>,
 }
 
 /// What every route starts from.
@@ -112,6 +118,12 @@ pub(super) fn build(
     let unknown_fields = unknown_fields(p, &keys.key("unknown_fields"), &raw.unknown_fields);
     let (reader, request_profile) = agui_options(p, &keys.table("agui"), &raw.agui);
     let hai = hai_options(p, &keys.table("hai"), &raw.hai);
+    let forwarding = forwarding(
+        p,
+        &keys.key("forward_headers"),
+        raw.forward_cookies,
+        &raw.forward_headers,
+    );
     let path = raw.path.get_ref().clone();
     if !path.starts_with('/') {
         p.at(
@@ -176,6 +188,7 @@ pub(super) fn build(
             hai,
             aap,
             aap_upstream,
+            forwarding,
         },
         keys,
         path_span: raw.path.span(),

@@ -846,3 +846,95 @@ fn session_quotas_have_defaults_and_are_read_and_checked_at_their_place() {
         "{err}"
     );
 }
+
+#[test]
+fn trusted_proxies_and_route_forwarding_are_read() {
+    let c = file(
+        r#"trusted_proxies = ["127.0.0.1", "10.0.0.0/8", "192.168.1.7/24", "2001:db8::/32"]
+
+[[routes]]
+path = "/a"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/"
+forward_cookies = true
+forward_headers = ["X-Tenant", "authorization"]
+
+[[routes]]
+path = "/b"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/"
+"#,
+    )
+    .unwrap();
+    let trusted = |ip: &str| c.trusted_proxies.contains(ip.parse().unwrap());
+    assert!(trusted("127.0.0.1"));
+    assert!(!trusted("127.0.0.2"));
+    assert!(trusted("10.200.3.4"));
+    assert!(trusted("192.168.1.200"), "a range written with host bits");
+    assert!(!trusted("192.168.2.1"));
+    assert!(trusted("2001:db8:1::5"));
+    assert!(trusted("::ffff:10.1.1.1"), "an IPv4-mapped peer");
+    assert!(!trusted("::1"));
+    let a = c.route("/a").unwrap();
+    assert!(a.forwarding.forward_cookies);
+    assert_eq!(
+        a.forwarding.forward_headers,
+        Some(vec![
+            http::HeaderName::from_static("x-tenant"),
+            http::header::AUTHORIZATION
+        ])
+    );
+    let b = c.route("/b").unwrap();
+    assert_eq!(b.forwarding, Forwarding::default());
+    assert!(!b.forwarding.forward_cookies);
+    assert!(b.forwarding.forward_headers.is_none());
+    // Nothing is trusted unless configured, in a file or from flags.
+    let c = load(None, &flags("http://127.0.0.1:9001/")).unwrap();
+    assert!(c.trusted_proxies.is_empty());
+    assert!(!c.trusted_proxies.contains("127.0.0.1".parse().unwrap()));
+    assert_eq!(c.routes[0].forwarding, Forwarding::default());
+}
+
+#[test]
+fn bad_forwarding_entries_name_their_line_and_key() {
+    let err = file(
+        r#"trusted_proxies = ["10.0.0.0/33", "localhost", "::1"]
+
+[[routes]]
+path = "/a"
+client = "ag-ui"
+upstream = "http://127.0.0.1:9001/"
+forward_headers = ["x-ok", "bad header", "Cookie"]
+"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            ":1:20: trusted_proxies[0]: \"10.0.0.0/33\" is not an IP address or a CIDR range"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(":1:35: trusted_proxies[1]: \"localhost\""),
+        "{err}"
+    );
+    assert!(!err.contains("trusted_proxies[2]"), "{err}");
+    assert!(
+        err.contains(":7:28: routes[0].forward_headers[1]: \"bad header\" is not a header name"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            ":7:42: routes[0].forward_headers[2]: cookies are forwarded by forward_cookies = true"
+        ),
+        "{err}"
+    );
+    let err = file(
+        "trusted_proxies = \"10.0.0.0/8\"\n[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\nforward_cookies = \"yes\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(":1:19: trusted_proxies:"), "{err}");
+    assert!(err.contains("routes[0].forward_cookies"), "{err}");
+}

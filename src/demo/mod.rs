@@ -67,6 +67,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, error};
 
+use crate::dialect::field_error;
 use crate::event::{Event, RunAgentInput};
 use crate::sse::encode_json;
 
@@ -269,10 +270,11 @@ async fn respond(
         }
     };
 
-    let input = match serde_json::from_slice::<RunAgentInput>(&body) {
+    let mut de = serde_json::Deserializer::from_slice(&body);
+    let input = match serde_path_to_error::deserialize::<_, RunAgentInput>(&mut de) {
         Ok(input) => input,
         Err(error) => {
-            let message = format!("invalid RunAgentInput: {error}");
+            let message = field_error::describe(&error.path().to_string(), error.inner());
             debug!(%message, "demo request rejected");
             return Ok(error_response(ErrorCode::InvalidRequest, &message));
         }

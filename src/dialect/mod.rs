@@ -12,6 +12,7 @@ pub mod aap;
 pub mod agui;
 pub mod codec;
 pub mod confirm;
+pub mod field_error;
 pub mod hai;
 
 use std::fmt;

@@ -395,7 +395,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     return this.fail(
                         Failure::new(
                             ErrorCode::UpstreamTruncated,
-                            format!("the upstream connection broke mid-stream: {error}"),
+                            "the upstream connection broke mid-stream",
                         ),
                         cx,
                     );

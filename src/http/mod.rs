@@ -7,7 +7,8 @@
 //! - [`body`]: [`body::TranslatingBody`], the only async piece of a translated stream.
 //! - [`request_body`]: client request bodies, bounded in size and time.
 //! - [`response`]: the response body type, success shapes, and [`response::Refusal`].
-//! - [`headers`]: hop-by-hop filtering and the SSE response headers.
+//! - [`headers`]: which client headers reach the upstream (hop-by-hop filtering, cookies, a
+//!   route's allowlist, the forwarding headers), and the SSE response headers.
 //! - [`stall`]: the guard that gives up a client whose writes stay blocked.
 //! - [`clock`]: the wall clock handed to the pure converters.
 

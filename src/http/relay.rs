@@ -16,9 +16,10 @@ use super::body::{
     DrainSignal, RunOwner, Source, StreamParts, StreamTimers, TranslatingBody, UpstreamBody,
 };
 use super::clock;
-use super::headers;
+use super::headers::{self, ForwardPolicy, Proto};
 use super::upstream::UpstreamClient;
-use crate::config::{Route, Upstream};
+use super::ClientAddr;
+use crate::config::{Route, TrustedProxies, Upstream};
 use crate::dialect::{write_request, CodecOptions, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{RunAgentInput, RunIds, Tool};
@@ -45,6 +46,8 @@ pub struct Relay {
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
+    /// Peers whose forwarding headers are believed.
+    trusted_proxies: Arc<TrustedProxies>,
 }
 
 impl Relay {
@@ -53,6 +56,7 @@ impl Relay {
         mappings: Mappings,
         metrics: Arc<Metrics>,
         draining: watch::Receiver<bool>,
+        trusted_proxies: TrustedProxies,
     ) -> Relay {
         let mut clients = HashMap::new();
         for route in routes {
@@ -65,6 +69,7 @@ impl Relay {
             mappings,
             draining,
             metrics,
+            trusted_proxies: Arc::new(trusted_proxies),
         }
     }
 
@@ -136,12 +141,42 @@ impl Relay {
         Ok(Pipeline::from_parts(reader, writer, options))
     }
 
-    /// Sends the run to the route's upstream and waits for its response headers: the body and
-    /// its framing, or a failure before the stream (connect, status, compression, protobuf).
+    /// The headers `route`'s upstream gets for the client request `client`
+    /// ([`headers::upstream_request_headers`]): its peer ([`ClientAddr`]) trusted or not, its
+    /// scheme ([`Proto`], plain HTTP unless the listener says otherwise), the route's
+    /// forwarding settings.
+    pub fn upstream_headers(
+        &self,
+        route: &Route,
+        client: &http::request::Parts,
+    ) -> http::HeaderMap {
+        let peer = client.extensions.get::<ClientAddr>().map(|a| a.0);
+        let host = client
+            .headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| client.uri.authority().map(|a| a.as_str()));
+        let policy = ForwardPolicy {
+            peer,
+            trusted_peer: peer.is_some_and(|p| self.trusted_proxies.contains(p.ip())),
+            proto: client
+                .extensions
+                .get::<Proto>()
+                .copied()
+                .unwrap_or_default(),
+            host,
+            route: &route.forwarding,
+        };
+        headers::upstream_request_headers(&client.headers, &policy)
+    }
+
+    /// Sends the run to the route's upstream with `request_headers` ([`Relay::upstream_headers`])
+    /// and waits for its response headers: the body and its framing, or a failure before the
+    /// stream (connect, status, compression, protobuf).
     pub async fn open(
         &self,
         route: &Route,
-        client_headers: &http::HeaderMap,
+        request_headers: http::HeaderMap,
         input: &RunAgentInput,
     ) -> Result<(UpstreamBody, Framing), Failure> {
         let uri = match &route.upstream {
@@ -153,7 +188,6 @@ impl Relay {
             }
             Upstream::Url(uri) => uri,
         };
-        let request_headers = headers::upstream_request_headers(client_headers);
         let body = write_request(
             route.upstream_dialect,
             input,
@@ -175,15 +209,23 @@ impl Relay {
             .and_then(|v| v.to_str().ok())
             .filter(|e| !e.eq_ignore_ascii_case("identity"))
         {
+            tracing::warn!(
+                content_encoding = %encoding,
+                "the upstream compressed its stream although the gateway asked for identity; turn compression off for event streams"
+            );
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!("the upstream compressed its stream ({encoding}) although the gateway asked for identity; turn compression off for event streams"),
+                "the upstream compressed its event stream, which the gateway does not translate",
             ));
         }
         if content_type.starts_with(AGUI_PROTO) {
+            tracing::warn!(
+                content_type = %content_type,
+                "the upstream answered protobuf although the gateway asked for text/event-stream"
+            );
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!("the upstream answered {AGUI_PROTO} although the gateway asked for text/event-stream; protobuf streams are not translated"),
+                "the upstream answered an AG-UI protobuf stream; protobuf streams are not translated",
             ));
         }
         let framing = Framing::from_content_type(content_type);

@@ -8,6 +8,11 @@
 //! connection, on TLS as in plaintext. A TLS failure (an untrusted or expired certificate, a
 //! hostname it does not cover, a refused client certificate) is a 502 `UPSTREAM_UNAVAILABLE`
 //! whose message says only that; the certificate problem and the host go to the log.
+//!
+//! What the upstream said and where it lives stay inside: a failure's message is a sentence
+//! that is safe for any client (the code and what happened, in general terms), while the
+//! upstream's URL, status, an excerpt of its error body, and connection errors (addresses, TLS)
+//! are logged here, where the failure is decided, as fields of one `warn` event.
 
 use std::time::Duration;
 
@@ -24,7 +29,7 @@ use rustls::ClientConfig;
 use crate::error::{ErrorCode, Failure};
 use crate::tls::{tls_cause, ClientTls};
 
-/// How much of a refusing upstream's body is quoted back to the client.
+/// How much of a refusing upstream's body is quoted in the log.
 const EXCERPT_BYTES: usize = 512;
 
 /// The client-facing message of a TLS failure: the details are for the log only.
@@ -73,8 +78,8 @@ impl UpstreamClient {
             .await
     }
 
-    /// Sends a request and waits for response headers; a non-2xx status is a failure that
-    /// quotes the start of the body.
+    /// Sends a request and waits for response headers; a non-2xx status is a failure, logged
+    /// with the start of the upstream's body.
     pub async fn send(
         &self,
         method: Method,
@@ -87,23 +92,27 @@ impl UpstreamClient {
             .method(method)
             .uri(uri.clone())
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| {
+            .map_err(|error| {
+                tracing::error!(upstream.url = %uri, %error, "could not build the upstream request");
                 Failure::new(
                     ErrorCode::UpstreamUnavailable,
-                    format!("bad upstream request: {e}"),
+                    "the gateway could not build the upstream request",
                 )
             })?;
         *request.headers_mut() = headers;
         let response =
             match tokio::time::timeout(headers_timeout, self.client.request(request)).await {
                 Err(_) => {
+                    let secs = headers_timeout.as_secs_f64();
+                    tracing::warn!(
+                        upstream.url = %uri,
+                        headers_timeout_s = secs,
+                        "the upstream sent no response headers in time"
+                    );
                     return Err(Failure::new(
                         ErrorCode::UpstreamHeadersTimeout,
-                        format!(
-                        "the upstream {uri} sent no response headers within {} s (headers_timeout)",
-                        headers_timeout.as_secs_f64()
-                    ),
-                    ))
+                        format!("the upstream sent no response headers within {secs} s"),
+                    ));
                 }
                 Ok(Err(error)) => {
                     if let Some(tls) = tls_cause(&error) {
@@ -116,11 +125,17 @@ impl UpstreamClient {
                         return Err(Failure::new(ErrorCode::UpstreamUnavailable, TLS_FAILED));
                     }
                     let cause = std::error::Error::source(&error)
-                        .map(|s| format!(": {s}"))
+                        .map(ToString::to_string)
                         .unwrap_or_default();
+                    tracing::warn!(
+                        upstream.url = %uri,
+                        %error,
+                        cause = %cause,
+                        "the upstream could not be reached"
+                    );
                     return Err(Failure::new(
                         ErrorCode::UpstreamUnavailable,
-                        format!("the upstream {uri} could not be reached ({error}{cause})"),
+                        "the upstream could not be reached",
                     ));
                 }
                 Ok(Ok(response)) => response,
@@ -128,11 +143,17 @@ impl UpstreamClient {
         if response.status().is_success() {
             return Ok(response);
         }
-        let status = response.status();
+        let status = response.status().as_u16();
         let excerpt = excerpt(response.into_body()).await;
+        tracing::warn!(
+            upstream.url = %uri,
+            upstream.status = status,
+            upstream.excerpt = %excerpt,
+            "the upstream refused the request"
+        );
         Err(Failure::new(
-            ErrorCode::UpstreamHttp(status.as_u16()),
-            format!("the upstream answered HTTP {}: {excerpt}", status.as_u16()),
+            ErrorCode::UpstreamHttp(status),
+            format!("the upstream refused the request (HTTP {status})"),
         ))
     }
 }
@@ -147,28 +168,31 @@ pub async fn read_json(
     let read = tokio::time::timeout(timeout, http_body_util::Limited::new(body, limit).collect());
     let bytes = match read.await {
         Err(_) => {
+            let secs = timeout.as_secs_f64();
+            tracing::warn!(
+                response = what,
+                timeout_s = secs,
+                "the upstream's response did not finish in time"
+            );
             return Err(Failure::new(
                 ErrorCode::UpstreamIdleTimeout,
-                format!(
-                    "the upstream did not finish its {what} response within {} s",
-                    timeout.as_secs_f64()
-                ),
-            ))
+                format!("the upstream did not finish its response within {secs} s"),
+            ));
         }
-        Ok(Err(e)) => {
+        Ok(Err(error)) => {
+            tracing::warn!(response = what, limit_bytes = limit, %error, "could not read the upstream's response");
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!(
-                    "could not read the upstream's {what} response (at most {limit} bytes): {e}"
-                ),
-            ))
+                "the upstream's response could not be read",
+            ));
         }
         Ok(Ok(collected)) => collected.to_bytes(),
     };
-    serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(&bytes).map_err(|error| {
+        tracing::warn!(response = what, %error, "the upstream's response is not JSON");
         Failure::new(
             ErrorCode::UpstreamMalformed,
-            format!("the upstream's {what} response is not JSON: {e}"),
+            "the upstream's response is not JSON",
         )
     })
 }

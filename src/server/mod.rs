@@ -9,10 +9,12 @@
 //!    dialect's request reader (400 naming the field).
 //! 3. **Upstream request**: an AAP upstream goes to the AAP client (`adapters::aap_client`);
 //!    any other gets the canonical input in its dialect, end-to-end headers forwarded
-//!    (hop-by-hop not), `Accept-Encoding: identity`. Connect timeout and response header
+//!    (hop-by-hop not; cookies, forwarding headers and a route's allowlist as
+//!    `http::headers` says), `Accept-Encoding: identity`. Connect timeout and response header
 //!    timeout apply here; a failure is answered before any body byte: 502
-//!    (`UPSTREAM_UNAVAILABLE`, `UPSTREAM_HTTP_<status>` with an excerpt of the upstream body) or
-//!    504 (`UPSTREAM_HEADERS_TIMEOUT`).
+//!    (`UPSTREAM_UNAVAILABLE`, `UPSTREAM_HTTP_<status>`) or 504 (`UPSTREAM_HEADERS_TIMEOUT`),
+//!    with a sentence safe for any client; the upstream's URL, status and body excerpt go to the
+//!    log only.
 //! 4. **Stream**: 200 with the SSE headers and a `TranslatingBody`; from here on every problem
 //!    is a terminal event in the client's dialect (idle timeout, truncation, malformed or
 //!    oversized events).
@@ -118,6 +120,7 @@ impl Server {
             config.mappings.clone(),
             Arc::clone(&shared.metrics),
             draining,
+            config.trusted_proxies.clone(),
         );
         let gateway = Arc::new(Gateway {
             relay,
@@ -274,10 +277,10 @@ impl Gateway {
         input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());
+        let headers = self.relay.upstream_headers(route, &parts);
         // Which side drives the upstream: a new dialect must choose here (no wildcard arm).
         match route.upstream_dialect {
             Dialect::Aap => {
-                let headers = &parts.headers;
                 let principal = parts
                     .extensions
                     .get::<Principal>()
@@ -294,7 +297,7 @@ impl Gateway {
             }
             Dialect::AgUi | Dialect::Hai => {}
         }
-        let (upstream, framing) = self.relay.open(route, &parts.headers, &input).await?;
+        let (upstream, framing) = self.relay.open(route, headers, &input).await?;
         let pipeline = self.relay.pipeline(route, &input, framing)?;
         let body = self
             .relay

@@ -1,7 +1,8 @@
 //! The one place where a refusal becomes an HTTP response, in the client dialect's error
 //! shape: AG-UI and HAI clients get `{"error":{"code","message"}}`, AAP clients
-//! `{"error":"<message>"}` (`aap.md` §2); the status comes from the error code, `Allow` from
-//! the refusal, and a 401 names the Bearer scheme.
+//! `{"error":"<CODE>: <message>"}` (`aap.md` §2); the status comes from the error code, `Allow`
+//! from the refusal, and a 401 names the Bearer scheme. A failure's message is already safe to
+//! show (no upstream text, no internal address: `http::upstream`); nothing else is added.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
@@ -16,7 +17,8 @@ pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
     let Refusal { failure, allow } = refusal;
     let status = failure.code.http_status();
     let mut response = match client {
-        Dialect::Aap => json(status, &json!({ "error": failure.message })),
+        // AAP's error is one string: the code leads it, as the other dialects' `code` field.
+        Dialect::Aap => json(status, &json!({ "error": failure.to_string() })),
         Dialect::AgUi | Dialect::Hai => full(
             status,
             Some("application/json"),

@@ -84,9 +84,10 @@ impl Driver {
         Next::Open(Box::pin(async move {
             link.turn(&session_id, &turn).await.map_err(|f| {
                 if f.code == ErrorCode::UpstreamHttp(404) {
+                    tracing::warn!(session_id = %session_id, "the AAP agent lost the session in the middle of a run");
                     Failure::new(
                         ErrorCode::AapSessionNotFound,
-                        format!("the AAP agent lost session {session_id} in the middle of a run"),
+                        "the AAP agent lost the session in the middle of a run",
                     )
                 } else {
                     f
@@ -128,12 +129,13 @@ impl RunOwner<AapReader, AnyWriter> for Driver {
         let granted = match s.config.unconfirmable {
             Unconfirmable::Error => {
                 let names: Vec<&str> = permissions.iter().map(|c| c.name.as_str()).collect();
+                tracing::info!(
+                    tools = %names.join(", "),
+                    "the agent needs permissions this client cannot be asked for (unconfirmable = \"error\")"
+                );
                 return Next::Fail(Failure::new(
                     ErrorCode::ConfirmationUnavailable,
-                    format!(
-                        "the agent needs permission to run {} and this client cannot be asked (declare the confirm tool, or send protocolVersion 1.0 for interrupts)",
-                        names.join(", ")
-                    ),
+                    "the agent needs permission to run a tool and this client cannot be asked (declare the confirm tool, or send protocolVersion 1.0 for interrupts)",
                 ));
             }
             Unconfirmable::Deny => false,

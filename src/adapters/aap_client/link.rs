@@ -1,5 +1,6 @@
 //! The requests of one route toward its AAP agent: `GET /meta` (cached per base URL in the
-//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`.
+//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`. Failures carry safe
+//! sentences; the agent's URL, answers and session ids are logged, never told to the client.
 
 use std::sync::Arc;
 
@@ -42,9 +43,10 @@ fn agents_of(meta: &Value) -> Result<Vec<AgentEntry>, Failure> {
         let seen = meta
             .get("version")
             .map_or_else(|| "no version".to_owned(), Value::to_string);
+        tracing::warn!(version = %seen, "the AAP upstream speaks another protocol version");
         return Err(Failure::new(
             ErrorCode::AapVersionUnsupported,
-            format!("the AAP upstream speaks protocol version {seen}; this gateway speaks version {PROTOCOL_VERSION} only"),
+            format!("the AAP upstream speaks another protocol version; this gateway speaks version {PROTOCOL_VERSION} only"),
         ));
     }
     let flag = |v: &Value, group: &str, key: &str| {
@@ -85,10 +87,11 @@ pub(super) struct Link {
 
 impl Link {
     fn uri(&self, path: &str) -> Result<Uri, Failure> {
-        format!("{}{path}", self.base).parse().map_err(|e| {
+        format!("{}{path}", self.base).parse().map_err(|error| {
+            tracing::warn!(upstream.url = %self.base, path, %error, "not a valid upstream URL");
             Failure::new(
                 ErrorCode::UpstreamUnavailable,
-                format!("{}{path} is not a valid URL: {e}", self.base),
+                "the gateway could not address the AAP upstream",
             )
         })
     }

@@ -45,7 +45,6 @@ use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
 use crate::http::body::{OpenFuture, Source, UpstreamBody};
-use crate::http::headers::upstream_request_headers;
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
@@ -74,12 +73,14 @@ impl AapClient {
         }
     }
 
-    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP, for `principal`.
+    /// Serves one AG-UI or HAI run on `route`, whose upstream speaks AAP, for `principal`;
+    /// `headers` are the upstream requests' ([`Relay::upstream_headers`]), the route's API key
+    /// added here.
     pub(crate) fn run(
         &self,
         relay: &Relay,
         route: &Route,
-        client_headers: &HeaderMap,
+        mut headers: HeaderMap,
         principal: &Principal,
         input: RunAgentInput,
         span: tracing::Span,
@@ -91,7 +92,6 @@ impl AapClient {
                 "the built-in demo agent speaks AG-UI, not AAP",
             ));
         };
-        let mut headers = upstream_request_headers(client_headers);
         if let Some(key) = &config.api_key {
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
                 headers.insert(header::AUTHORIZATION, value);
@@ -181,7 +181,11 @@ async fn first_turn(
         }
         StoreError::OutOfSpace { .. } => Failure::new(ErrorCode::SessionStorageFull, e.to_string()),
         StoreError::Timeout(_) | StoreError::Unavailable(_) => {
-            Failure::new(ErrorCode::StoreUnavailable, e.to_string())
+            tracing::warn!(error = %e, "the session store failed");
+            Failure::new(
+                ErrorCode::StoreUnavailable,
+                "the session store is unavailable; retry later",
+            )
         }
     })?;
     // From here on a task owns the end of the thread's mark; the stream reports to it.
@@ -216,11 +220,16 @@ async fn first_turn(
     .cloned()
     .ok_or_else(|| {
         let listed: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+        tracing::warn!(
+            wanted = wanted.as_deref().unwrap_or(""),
+            listed = %listed.join(", "),
+            "the AAP upstream does not list the agent (name one with --agent-name or [routes.aap_upstream] agent)"
+        );
         Failure::new(
             ErrorCode::AapAgentNotFound,
             match &wanted {
-                Some(name) => format!("the AAP upstream lists no agent {name:?} (it lists: {})", listed.join(", ")),
-                None => format!("the AAP upstream lists {} agents; name one with --agent-name or [routes.aap_upstream] agent", listed.len()),
+                Some(name) => format!("the AAP upstream lists no agent {name:?}"),
+                None => "the AAP upstream lists several agents and the run names none".to_owned(),
             },
         )
     })?;
@@ -315,13 +324,16 @@ async fn first_turn(
             turn.tools = None;
             link.turn(&record.session_id, &turn).await
         }
-        Err(f) if f.code == ErrorCode::UpstreamHttp(404) => Err(Failure::new(
-            ErrorCode::AapSessionNotFound,
-            format!(
-                "the AAP agent no longer knows session {} (on_session_lost = \"error\")",
-                record.session_id
-            ),
-        )),
+        Err(f) if f.code == ErrorCode::UpstreamHttp(404) => {
+            tracing::warn!(
+                session_id = %record.session_id,
+                "the AAP agent no longer knows the session (on_session_lost = \"error\")"
+            );
+            Err(Failure::new(
+                ErrorCode::AapSessionNotFound,
+                "the AAP agent no longer knows this thread's session",
+            ))
+        }
         other => other,
     }?;
     // Accepted: the agent has the input now.

@@ -40,6 +40,7 @@ use serde_json::{json, Map, Value};
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::types::{AgentInfo, Capabilities, Meta};
 use crate::dialect::aap::PROTOCOL_VERSION;
+use crate::dialect::field_error;
 use crate::error::{ErrorCode, Failure};
 use crate::http::relay::Relay;
 use crate::http::response::{json as json_response, Refusal, ResponseBody};
@@ -230,21 +231,11 @@ fn meta(face: &Face<'_>) -> Meta {
     }
 }
 
-/// Parses a JSON body into `T`, naming the field that does not fit.
+/// Parses a JSON body into `T`, naming the field that does not fit in the protocol's words
+/// ([`field_error`]), never the Rust type it was read into.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Failure> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let message = if inner.is_syntax() || inner.is_eof() {
-            format!("the body is not valid JSON: {inner}")
-        } else if path == "." {
-            inner.to_string()
-        } else {
-            format!("{path}: {inner}")
-        };
-        Failure::new(ErrorCode::InvalidRequest, message)
-    })
+    field_error::parse_object(body)
+        .map_err(|message| Failure::new(ErrorCode::InvalidRequest, message))
 }
 
 /// A 400 naming `field`.
@@ -257,7 +248,8 @@ pub(crate) fn no_session(id: &str) -> Failure {
     Failure::new(ErrorCode::NotFound, format!("session {id:?} not found"))
 }
 
-/// A store failure as the client sees it.
+/// A store failure as the client sees it: what the store's own error says of its backend
+/// (addresses, causes) goes to the log only.
 pub(crate) fn store_failure(error: StoreError) -> Failure {
     let code = match error {
         StoreError::NotFound => ErrorCode::NotFound,
@@ -267,7 +259,13 @@ pub(crate) fn store_failure(error: StoreError) -> Failure {
             ErrorCode::PrincipalSessionLimit
         }
         StoreError::OutOfSpace { .. } => ErrorCode::SessionStorageFull,
-        StoreError::Timeout(_) | StoreError::Unavailable(_) => ErrorCode::StoreUnavailable,
+        StoreError::Timeout(_) | StoreError::Unavailable(_) => {
+            tracing::warn!(%error, "the session store failed");
+            return Failure::new(
+                ErrorCode::StoreUnavailable,
+                "the session store is unavailable; retry later",
+            );
+        }
     };
     Failure::new(code, error.to_string())
 }

@@ -138,7 +138,8 @@ pub(super) async fn turn(
         committer,
         mode,
     };
-    run(relay, route, &parts.headers, turn, span).await
+    let headers = relay.upstream_headers(route, &parts);
+    run(relay, route, headers, turn, span).await
 }
 
 /// A turn whose session is marked running, with the committer that will end the mark.
@@ -421,7 +422,7 @@ fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
 async fn run(
     relay: &Relay,
     route: &Route,
-    client_headers: &http::HeaderMap,
+    mut headers: http::HeaderMap,
     turn: Turn,
     span: tracing::Span,
 ) -> Result<Response<ResponseBody>, Failure> {
@@ -441,12 +442,11 @@ async fn run(
         budget,
     } = prepared;
     // The gateway's own API key is not the agent's business.
-    let mut headers = client_headers.clone();
     if route.aap.as_ref().is_some_and(|a| !a.api_keys.is_empty()) {
         headers.remove(header::AUTHORIZATION);
     }
     span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
-    let opened = relay.open(route, &headers, &input).await;
+    let opened = relay.open(route, headers, &input).await;
     let (upstream, framing) = match opened {
         Ok(opened) => opened,
         Err(failure) => {

@@ -184,10 +184,7 @@ impl Transcript {
                 if call.function.arguments.len() + e.delta.len() > MAX_ARGS_BYTES {
                     return Err(Failure::new(
                         ErrorCode::InvalidToolArgs,
-                        format!(
-                            "the arguments of tool call {} exceed {MAX_ARGS_BYTES} bytes",
-                            e.tool_call_id
-                        ),
+                        format!("the arguments of a tool call exceed {MAX_ARGS_BYTES} bytes"),
                     ));
                 }
                 call.function.arguments.push_str(&e.delta);

@@ -76,7 +76,7 @@ impl AguiReader {
         match serde_json::from_slice::<Value>(&sse.data) {
             Ok(value) => self.read_value(value, sse.name.as_deref(), out, notes),
             // Several JSON objects joined by newlines in one data block (row 18).
-            Err(first_error) => {
+            Err(_) => {
                 let text = std::str::from_utf8(&sse.data).map_err(|_| malformed("is not UTF-8"))?;
                 let values = text
                     .lines()
@@ -85,7 +85,7 @@ impl AguiReader {
                     .collect::<Result<Vec<_>, _>>()
                     .ok()
                     .filter(|v| v.len() > 1)
-                    .ok_or_else(|| malformed(&format!("is not JSON ({first_error})")))?;
+                    .ok_or_else(|| malformed("is not JSON"))?;
                 notes.push(Note::Fixup(Rule::MultiObjectData));
                 values
                     .into_iter()
@@ -302,7 +302,7 @@ impl AguiReader {
                                 if held.merged_bytes > MAX_HELD_ARGS_BYTES {
                                     return Err(Failure::new(
                                         ErrorCode::InvalidToolArgs,
-                                        format!("the object arguments of tool call {id:?} exceed {MAX_HELD_ARGS_BYTES} bytes"),
+                                        format!("the object arguments of a tool call exceed {MAX_HELD_ARGS_BYTES} bytes"),
                                     ));
                                 }
                                 held.merged_base.get_or_insert(base);

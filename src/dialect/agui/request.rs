@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::fix;
+use crate::dialect::field_error;
 use crate::error::{ErrorCode, Failure};
 use crate::event::Note;
 use crate::event::{RunAgentInput, PROTOCOL_VERSION};
@@ -26,13 +27,11 @@ pub fn read_request(body: &[u8], aliases: &AguiAliases) -> Result<RunAgentInput,
 
 /// The request body as a JSON object, or `INVALID_REQUEST`.
 pub(crate) fn request_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| invalid(field_error::describe(".", &e)))?;
     match value {
         Value::Object(map) => Ok(map),
-        _ => Err(invalid(
-            "the request body must be a JSON object (a RunAgentInput)".into(),
-        )),
+        _ => Err(invalid("the body must be a JSON object".into())),
     }
 }
 
@@ -90,18 +89,11 @@ pub(crate) fn input_from_map(
     let input: RunAgentInput =
         serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
             let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path == "." {
-                invalid(format!("invalid RunAgentInput: {inner}"))
-            } else {
-                invalid(format!("invalid RunAgentInput at `{path}`: {inner}"))
-            }
+            invalid(field_error::describe(&path, e.inner()))
         })?;
     for (field, value) in [("threadId", &input.thread_id), ("runId", &input.run_id)] {
         if value.is_empty() {
-            return Err(invalid(format!(
-                "invalid RunAgentInput: `{field}` must not be empty"
-            )));
+            return Err(invalid(format!("{field}: must not be empty")));
         }
     }
     Ok(input)
@@ -218,12 +210,27 @@ mod tests {
     fn errors_name_the_bad_field() {
         let msg = |v: Value| read(v).unwrap_err().message;
         assert!(msg(json!({"runId":"r","messages":[]})).contains("threadId"));
-        assert!(msg(json!({"threadId":"t","runId":"r","messages":"hi"})).contains("`messages`"));
+        assert!(msg(json!({"threadId":"t","runId":"r","messages":"hi"}))
+            .starts_with("messages: must be an array"));
         assert!(msg(
             json!({"threadId":"t","runId":"r","messages":[{"id":"1","role":"alien","content":"x"}]})
         )
-        .contains("messages[0]"));
-        assert!(msg(json!({"threadId":"","runId":"r","messages":[]})).contains("threadId"));
+        .starts_with("messages[0]"));
+        assert_eq!(
+            msg(json!({"threadId":"","runId":"r","messages":[]})),
+            "threadId: must not be empty"
+        );
+        for json in [
+            json!({"threadId":"t","runId":"r","messages":[{"id":"1","role":"alien","content":"x"}]}),
+            json!({"threadId":"t","runId":7,"messages":[]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"1","role":"user","content":{"a":1}}]}),
+            json!({"threadId":"t","runId":"r","messages":[],"tools":[{"name":3}]}),
+        ] {
+            let m = msg(json.clone());
+            for rust in ["struct", "enum", "variant", "RunAgentInput", "Message", "`"] {
+                assert!(!m.contains(rust), "{json}: {rust:?} in {m:?}");
+            }
+        }
         assert!(msg(json!([1, 2])).contains("JSON object"));
         let err = read_request(b"{nope", &AguiAliases::builtin()).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidRequest);

@@ -109,10 +109,10 @@ impl HaiReader {
             out.push(event);
             return Ok(());
         }
-        let value: Value = serde_json::from_slice(&sse.data).map_err(|e| {
+        let value: Value = serde_json::from_slice(&sse.data).map_err(|_| {
             Failure::new(
                 ErrorCode::UpstreamMalformed,
-                format!("an upstream event's data is not JSON ({e}); the upstream does not speak HAI over SSE"),
+                "an upstream event's data is not JSON; the upstream does not speak HAI over SSE",
             )
         })?;
         let Value::Object(mut map) = value else {

@@ -219,23 +219,25 @@ impl HaiWriter {
                 }
                 self.frame(out, "TOOL_CALL_START", fields, ts);
             }
-            Event::ToolCallArgs(e) => match self.args.get_mut(&e.tool_call_id) {
-                Some(held) => {
-                    if held.len() + e.delta.len() > MAX_HELD_ARGS_BYTES {
-                        return Err(Failure::new(
+            Event::ToolCallArgs(e) => {
+                match self.args.get_mut(&e.tool_call_id) {
+                    Some(held) => {
+                        if held.len() + e.delta.len() > MAX_HELD_ARGS_BYTES {
+                            return Err(Failure::new(
                             ErrorCode::InvalidToolArgs,
-                            format!("the arguments of tool call {:?} exceed {MAX_HELD_ARGS_BYTES} bytes", e.tool_call_id),
+                            format!("the arguments of a tool call exceed {MAX_HELD_ARGS_BYTES} bytes"),
                         ));
+                        }
+                        held.push_str(&e.delta);
                     }
-                    held.push_str(&e.delta);
+                    None => {
+                        let mut fields = Map::new();
+                        fields.insert("toolCallId".into(), e.tool_call_id.into());
+                        fields.insert("delta".into(), e.delta.into());
+                        self.frame(out, "TOOL_CALL_ARGS", fields, ts);
+                    }
                 }
-                None => {
-                    let mut fields = Map::new();
-                    fields.insert("toolCallId".into(), e.tool_call_id.into());
-                    fields.insert("delta".into(), e.delta.into());
-                    self.frame(out, "TOOL_CALL_ARGS", fields, ts);
-                }
-            },
+            }
             Event::ToolCallEnd(e) => {
                 if let Some(held) = self.args.remove(&e.tool_call_id) {
                     let object = Value::Object(args_object(&held));

@@ -163,7 +163,23 @@ impl Gateway {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
-    /// Whether the process is still running.
+    /// Waits until stderr holds `needle` (logs reach the harness through a pipe, a moment after
+    /// the gateway wrote them) and returns everything written so far; panics after `PATIENCE`.
+    pub async fn wait_for_stderr(&self, needle: &str) -> String {
+        let deadline = tokio::time::Instant::now() + super::PATIENCE;
+        loop {
+            let log = self.stderr();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{needle:?} never reached the gateway's stderr:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The admin listener's address, from its stdout line (`--admin-listen` must be given).
     pub fn admin_addr(&self) -> SocketAddr {
         let deadline = std::time::Instant::now() + STARTUP_TIMEOUT;
@@ -204,6 +220,7 @@ impl Gateway {
         None
     }
 
+    /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

@@ -1,0 +1,163 @@
+//! Logs: `tracing` events to stderr, filtered by `RUST_LOG` (default `info`), as text or JSON
+//! ([`LogFormat`], `--log-format` / `DIALECT_PROXY_LOG_FORMAT`).
+//!
+//! Values that came from a request or an upstream (ids, paths, error excerpts) are logged as
+//! fields, and no field can forge a line: in text, [`EscapedFields`] escapes every control
+//! character (`\n`, `\r`, the other C0 controls, ESC, DEL, C1) and the Unicode line and
+//! paragraph separators of every field value, the message included, so one event is one line
+//! and no value reaches a terminal as an escape sequence. In JSON, serde escapes strings and
+//! each event is one object on one line.
+
+use std::fmt;
+use std::io::IsTerminal;
+
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::EnvFilter;
+
+/// How log events are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line per event: time, level, spans, message, `name=value` fields (escaped).
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Installs the subscriber once; later calls are no-ops.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => builder
+            .fmt_fields(EscapedFields)
+            // Colours only for a person at a terminal, never in files or log collectors.
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
+}
+
+/// The text format's field formatter: tracing's default layout, written through [`Escaping`].
+/// Used for events and spans alike, so a span's fields (a request's thread id) are escaped too.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EscapedFields;
+
+impl<'writer> FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut escaping = Escaping(writer);
+        // No ANSI inside fields: every escape byte written here is a value's, and is escaped.
+        DefaultFields::new().format_fields(Writer::new(&mut escaping), fields)
+    }
+}
+
+/// A writer that escapes what could end a line or drive a terminal.
+struct Escaping<W>(W);
+
+impl<W: fmt::Write> fmt::Write for Escaping<W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut plain = 0;
+        for (i, c) in s.char_indices() {
+            if !needs_escape(c) {
+                continue;
+            }
+            self.0.write_str(&s[plain..i])?;
+            match c {
+                '\n' => self.0.write_str("\\n")?,
+                '\r' => self.0.write_str("\\r")?,
+                '\t' => self.0.write_str("\\t")?,
+                other => write!(self.0, "\\u{{{:x}}}", u32::from(other))?,
+            }
+            plain = i + c.len_utf8();
+        }
+        self.0.write_str(&s[plain..])
+    }
+}
+
+/// C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// `s` as the text format writes a field value.
+#[cfg(test)]
+fn escaped(s: &str) -> String {
+    let mut out = Escaping(String::new());
+    let _ = fmt::Write::write_str(&mut out, s);
+    out.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escaped("plain text, ünïcødé"), "plain text, ünïcødé");
+        assert_eq!(
+            escaped("a\nb\rc\td\u{1b}[31me\u{7f}f\u{9b}g\u{2028}h\0"),
+            "a\\nb\\rc\\td\\u{1b}[31me\\u{7f}f\\u{9b}g\\u{2028}h\\u{0}"
+        );
+    }
+
+    /// A writer the subscriber can write to and the test can read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn text_log(emit: impl FnOnce()) -> String {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(EscapedFields)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn no_field_value_starts_a_line() {
+        let forged = "x\n2026-01-01T00:00:00Z  INFO forged line\r\u{1b}[2K";
+        let log = text_log(|| {
+            let span = tracing::info_span!("request", thread_id = %forged);
+            let _entered = span.enter();
+            tracing::info!(role = %forged, debugged = ?forged, "first {}", forged);
+            tracing::warn!(forged, "second");
+        });
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        for line in &lines {
+            assert!(!line.contains('\u{1b}') && !line.contains('\r'), "{line:?}");
+            assert!(
+                line.contains("x\\n2026-01-01T00:00:00Z  INFO forged line"),
+                "{line}"
+            );
+        }
+        assert!(
+            lines[0].contains("request{thread_id=x\\n2026"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].contains("first x\\n2026"), "{}", lines[0]);
+    }
+}
