@@ -4,7 +4,9 @@
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`]), `sessions`, `mappings`. The single-route flags
+//! `dialects`, `aap_face`, [`aap_client`], and `cors`, `auth`, `upstream_auth` for who may call
+//! a route and what it sends upstream; `faces` for what an AAP face's routes share),
+//! `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
 //! says how problems are reported.
 
@@ -17,7 +19,10 @@ use crate::session::SessionLimits;
 
 pub mod aap_client;
 mod aap_face;
+mod auth;
+mod cors;
 mod dialects;
+mod faces;
 mod flags;
 mod limits;
 mod mappings;
@@ -27,9 +32,12 @@ mod raw;
 mod routes;
 mod server;
 mod sessions;
+mod upstream_auth;
 
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
+pub use auth::{parse_jwks, Auth, Jwks, Jwt, Secret};
+pub use cors::{AllowedOrigins, Cors, DEFAULT_ALLOW_HEADERS};
 pub use flags::Overrides;
 pub use limits::{
     parse_duration, Limits, RawLimits, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADERS_TIMEOUT,
@@ -39,6 +47,7 @@ pub use limits::{
 pub use mappings::load_mappings;
 pub use routes::{Route, Upstream, BUILTIN_DEMO};
 pub use server::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_LISTEN, DEFAULT_STALL_TIMEOUT};
+pub use upstream_auth::UpstreamBearer;
 
 use aap_face::split_keys;
 use problems::{Keys, Problems};
@@ -149,6 +158,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         }
     }
     routes::check_paths(&mut p, &built);
+    faces::share(&mut p, &mut built);
     let mappings = match overrides.mappings.as_ref().or(raw.mappings.as_ref()) {
         Some(dir) => load_mappings(dir).unwrap_or_else(|e| {
             p.other(e.to_string());
