@@ -25,6 +25,8 @@
 //! - [`session`] — the async session store (`Store`) and its in-memory default.
 //! - [`telemetry`] — logging, and the Prometheus metrics of finished streams.
 //! - [`config`] — file, environment and flags resolved into one validated configuration.
+//! - [`auth`] — who may call a route (API keys, JWTs checked against a JWKS) and the
+//!   credentials the gateway sends upstream.
 //! - [`demo`] — the scripted AG-UI demo agent, in-process or as its own server.
 //! - [`http`] — the leaf HTTP layer: the handle faces get (`Relay`), the upstream client, the
 //!   translating body, request bodies, response shapes, headers.
@@ -44,6 +46,7 @@ pub mod pipeline;
 pub mod session;
 pub mod telemetry;
 pub mod config;
+pub mod auth;
 pub mod demo;
 pub mod http;
 pub mod adapters;

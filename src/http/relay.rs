@@ -1,6 +1,7 @@
 //! [`Relay`]: the narrow handle every face gets of the gateway — what it takes to send a run
 //! to a route's upstream and relay the answer through a pipeline: the pooled upstream
-//! clients, the route's codec options, the drain signal and the stream metrics. Faces never
+//! clients, the route's codec options and outbound credentials, the drain signal and the
+//! stream metrics. Faces never
 //! see the gateway's routing or its other state.
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use super::body::{
 use super::clock;
 use super::headers;
 use super::upstream::UpstreamClient;
+use crate::auth::outbound::{Credentials, Outbound};
 use crate::config::{Route, Upstream};
 use crate::dialect::{write_request, CodecOptions, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
@@ -35,6 +37,8 @@ const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 pub struct Relay {
     /// One pooled client per distinct connect timeout, so each route's timeout holds.
     clients: Arc<HashMap<Duration, UpstreamClient>>,
+    /// What each route's upstream requests carry as `Authorization`.
+    credentials: Arc<Credentials>,
     mappings: Mappings,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: watch::Receiver<bool>,
@@ -57,6 +61,7 @@ impl Relay {
             .collect();
         Relay {
             clients: Arc::new(clients),
+            credentials: Arc::new(Credentials::new(routes)),
             mappings,
             draining,
             metrics,
@@ -73,6 +78,11 @@ impl Relay {
             .get(&route.limits.connect_timeout)
             .cloned()
             .unwrap_or_else(|| UpstreamClient::new(route.limits.connect_timeout))
+    }
+
+    /// The `Authorization` rules of `route`'s upstream requests (`auth::outbound`).
+    pub fn outbound(&self, route: &Route) -> Outbound {
+        self.credentials.outbound(route)
     }
 
     /// The readers' and writers' options on `route`, for a run that declares `tools` (none
@@ -146,7 +156,8 @@ impl Relay {
             }
             Upstream::Url(uri) => uri,
         };
-        let request_headers = headers::upstream_request_headers(client_headers);
+        let mut request_headers = headers::upstream_request_headers(client_headers);
+        self.outbound(route).apply(&mut request_headers).await;
         let body = write_request(
             route.upstream_dialect,
             input,

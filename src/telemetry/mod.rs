@@ -1,6 +1,6 @@
 //! Logging: structured `tracing` events to stderr, filtered by `RUST_LOG` (default `info`).
-//! Per-event narration is at `trace`; one `info` line ends each stream; client mistakes are
-//! `debug`, upstream faults `warn`.
+//! Per-event narration is at `trace`; one `info` line ends each stream (and each other request
+//! answered with a success); client mistakes are `debug`, upstream faults `warn`.
 
 use std::io::IsTerminal;
 

@@ -89,6 +89,8 @@ impl AapClient {
             ));
         };
         let mut headers = upstream_request_headers(client_headers);
+        let outbound = relay.outbound(route);
+        outbound.strip_client_credential(&mut headers);
         if let Some(key) = &config.api_key {
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
                 headers.insert(header::AUTHORIZATION, value);
@@ -98,6 +100,7 @@ impl AapClient {
             client: relay.client(route),
             base: base.to_string().trim_end_matches('/').to_owned(),
             headers,
+            outbound,
             headers_timeout: route.limits.headers_timeout,
             directory: Arc::clone(&self.directory),
         };

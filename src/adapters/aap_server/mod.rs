@@ -12,8 +12,9 @@
 //!
 //! Every error is `{"error": "<text>"}` with a 4xx naming the field, or a 5xx only for the
 //! upstream's failures (`502` in `none` mode); handlers return a [`Refusal`] and the server
-//! renders it. When any agent of the face has API keys, every endpoint needs
-//! `Authorization: Bearer <key>` (401 otherwise).
+//! renders it. Authentication happens before the face (the server's front, with the face's
+//! `[routes.auth]` and API keys): a request that reaches the face carries its
+//! [`Principal`](crate::session::Principal) in its extensions.
 //!
 //! The face owns its state: sessions live in the store it is handed, a turn's run is a
 //! pipeline it builds with the AAP writer, and the turn is written back by a committer task
@@ -25,7 +26,7 @@ mod turn;
 
 use std::sync::Arc;
 
-use http::{header, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
@@ -35,7 +36,7 @@ use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
 use crate::http::relay::Relay;
 use crate::http::response::{json as json_response, Refusal, ResponseBody};
-use crate::session::{Principal, Settling, Store, StoreError};
+use crate::session::{Settling, Store, StoreError};
 
 /// One AAP face: the routes (agents) sharing a path prefix.
 pub(crate) struct Face<'a> {
@@ -84,24 +85,14 @@ impl<'a> Face<'a> {
             .filter(|c| c.face == self.prefix)
             .ok_or_else(|| no_session(id))
     }
-
-    fn keys(&self) -> impl Iterator<Item = &str> {
-        self.routes
-            .iter()
-            .filter_map(|r| r.aap.as_ref())
-            .flat_map(|a| a.api_keys.iter().map(String::as_str))
-    }
 }
 
 /// Serves one request addressed to the face of `route`.
 pub(crate) async fn handle(
     face: &Face<'_>,
     relay: &Relay,
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Refusal> {
-    if let Some(principal) = authorize(face, request.headers())? {
-        request.extensions_mut().insert(principal);
-    }
     let path = request.uri().path();
     let rest = path
         .strip_prefix(face.prefix)
@@ -146,42 +137,6 @@ pub(crate) async fn handle(
         }
     };
     Ok(answered?)
-}
-
-/// 401 unless the face has no keys or the request carries one of them; the principal of the
-/// key that matched.
-fn authorize(face: &Face<'_>, headers: &http::HeaderMap) -> Result<Option<Principal>, Failure> {
-    let mut keys = face.keys().peekable();
-    if keys.peek().is_none() {
-        return Ok(None);
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, key) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
-        })
-        .unwrap_or("");
-    // Every key is compared in full, so the time taken does not tell which one nearly matched.
-    let matched = keys.fold(false, |found, key| constant_time_eq(key, given) | found);
-    if matched && !given.is_empty() {
-        Ok(Some(Principal::for_api_key(given)))
-    } else {
-        Err(Failure::new(
-            ErrorCode::Unauthorized,
-            "missing or invalid API key (Authorization: Bearer <key>)",
-        ))
-    }
-}
-
-fn constant_time_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut diff = a.len() ^ b.len();
-    for (i, x) in a.iter().enumerate() {
-        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
 }
 
 /// `GET /meta` (`translation.md` §4.1): the face's agents as configured, with the capabilities

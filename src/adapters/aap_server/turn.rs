@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use http::{header, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -424,13 +424,10 @@ async fn run(
         confirm_tool,
         budget,
     } = prepared;
-    // The gateway's own API key is not the agent's business.
-    let mut headers = client_headers.clone();
-    if route.aap.as_ref().is_some_and(|a| !a.api_keys.is_empty()) {
-        headers.remove(header::AUTHORIZATION);
-    }
+    // The gateway's own API key is not the agent's business: the relay's outbound rules keep
+    // it from the agent (the face's keys are its route's `auth`).
     span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
-    let opened = relay.open(route, &headers, &input).await;
+    let opened = relay.open(route, client_headers, &input).await;
     let (upstream, framing) = match opened {
         Ok(opened) => opened,
         Err(failure) => {
