@@ -27,6 +27,8 @@
 //! - [`tls`] — TLS on both sides: PEM files, the upstream client configurations, the
 //!   listener's certificate that is re-read when its files change.
 //! - [`config`] — file, environment and flags resolved into one validated configuration.
+//! - [`auth`] — who may call a route (API keys, JWTs checked against a JWKS) and the
+//!   credentials the gateway sends upstream.
 //! - [`demo`] — the scripted AG-UI demo agent, in-process or as its own server.
 //! - [`http`] — the leaf HTTP layer: the handle faces get (`Relay`), the upstream client, the
 //!   translating body, request bodies, response shapes, headers.
@@ -47,6 +49,7 @@ pub mod session;
 pub mod telemetry;
 pub mod tls;
 pub mod config;
+pub mod auth;
 pub mod demo;
 pub mod http;
 pub mod adapters;

@@ -37,7 +37,8 @@ pub struct AapAgent {
     pub denial_as: DenialAs,
     /// Secret options reach the upstream in `forwardedProps.aap.options`.
     pub forward_secret_options: bool,
-    /// Inbound API keys; empty means no authentication.
+    /// Inbound API keys (`api_keys`, `api_keys_env`, `DIALECT_PROXY_AAP_API_KEYS`), folded
+    /// into the route's `auth`, which the server checks; empty means none of the face's own.
     pub api_keys: Vec<String>,
 }
 

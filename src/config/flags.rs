@@ -69,6 +69,10 @@ impl Overrides {
                 upstream.agent = self.agent_name.clone();
                 upstream
             }),
+            cors: None,
+            auth: None,
+            forward_authorization: false,
+            upstream_auth: None,
         })
     }
 }

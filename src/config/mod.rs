@@ -4,10 +4,11 @@
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
 //! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`], `forwarding`), `tls` (the listener's and the
-//! upstreams'), `sessions`, `mappings`. The single-route flags
-//! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
-//! says how problems are reported.
+//! `dialects`, `aap_face`, [`aap_client`], `forwarding`, and `cors`, `auth`, `upstream_auth` for
+//! who may call a route and what it sends upstream; `faces` for what an AAP face's routes
+//! share), `tls` (the listener's and the upstreams'), `sessions`, `mappings`. The single-route
+//! flags become a raw route too (`flags`), built by the same code as the file's routes.
+//! `problems` says how problems are reported.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,10 @@ use crate::session::SessionLimits;
 
 pub mod aap_client;
 mod aap_face;
+mod auth;
+mod cors;
 mod dialects;
+mod faces;
 mod flags;
 mod forwarding;
 mod limits;
@@ -30,9 +34,12 @@ mod routes;
 mod server;
 mod sessions;
 mod tls;
+mod upstream_auth;
 
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
+pub use auth::{parse_jwks, Auth, Jwks, Jwt, Secret};
+pub use cors::{AllowedOrigins, Cors, DEFAULT_ALLOW_HEADERS};
 pub use flags::Overrides;
 pub use forwarding::{Forwarding, TrustedProxies};
 pub use limits::{
@@ -43,6 +50,7 @@ pub use limits::{
 pub use mappings::load_mappings;
 pub use routes::{Route, Upstream, BUILTIN_DEMO};
 pub use server::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_LISTEN, DEFAULT_STALL_TIMEOUT};
+pub use upstream_auth::UpstreamBearer;
 
 use aap_face::split_keys;
 use problems::{Keys, Problems};
@@ -161,6 +169,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         }
     }
     routes::check_paths(&mut p, &built);
+    faces::share(&mut p, &mut built);
     let mappings = match overrides.mappings.as_ref().or(raw.mappings.as_ref()) {
         Some(dir) => load_mappings(dir).unwrap_or_else(|e| {
             p.other(e.to_string());

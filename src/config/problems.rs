@@ -88,6 +88,11 @@ impl<'a> Problems<'a> {
         }
     }
 
+    /// How many problems were reported so far.
+    pub fn count(&self) -> usize {
+        self.list.len()
+    }
+
     /// A problem found elsewhere (a mapping table), already saying where.
     pub fn other(&mut self, problem: String) {
         self.list.push((None, problem));

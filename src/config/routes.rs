@@ -9,11 +9,14 @@ use toml::Spanned;
 
 use super::aap_client::{aap_upstream, AapUpstream, RawAapUpstream};
 use super::aap_face::{aap_agent, AapAgent, RawAap};
+use super::auth::{auth, Auth, RawAuth, Secret};
+use super::cors::{cors, Cors, RawCors};
 use super::dialects::{agui_options, hai_options, unknown_fields, RawAguiOptions, RawHaiOptions};
 use super::forwarding::{forwarding, Forwarding};
 use super::limits::{limits, Limits, RawLimits};
 use super::problems::{Keys, Problems};
 use super::tls::{client_tls, RawClientTls};
+use super::upstream_auth::{upstream_auth, RawUpstreamAuth, UpstreamBearer};
 use crate::dialect::agui::{ReaderOptions, RequestProfile, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
@@ -47,6 +50,14 @@ pub struct Route {
     pub aap_upstream: Option<AapUpstream>,
     /// Which client headers reach the upstream (`forward_cookies`, `forward_headers`).
     pub forwarding: Forwarding,
+    /// Browser origins allowed to call the route (`[routes.cors]`).
+    pub cors: Option<Cors>,
+    /// Credentials the route accepts (`[routes.auth]`, and an AAP face's keys); `None`: anyone.
+    pub auth: Option<Auth>,
+    /// The client's `Authorization` travels upstream although the route has `auth`.
+    pub forward_authorization: bool,
+    /// The gateway's Bearer token toward the upstream (`[routes.upstream_auth]`).
+    pub upstream_auth: Option<UpstreamBearer>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +90,11 @@ pub(super) struct RawRoute {
     #[serde(default)]
     pub forward_cookies: bool,
     pub forward_headers: Option<Vec<Spanned<String>>>,
+    pub cors: Option<RawCors>,
+    pub auth: Option<RawAuth>,
+    #[serde(default)]
+    pub forward_authorization: bool,
+    pub upstream_auth: Option<RawUpstreamAuth>,
 }
 
 /// What every route starts from.
@@ -161,7 +177,7 @@ pub(super) fn build(
         }
         (Some(u), Some(_)) => {
             p.at(
-                at,
+                at.clone(),
                 &keys.key("aap_upstream"),
                 format!("only a route with upstream_dialect = \"aap\" has an [routes.aap_upstream] table, not an {u} upstream"),
             );
@@ -169,6 +185,33 @@ pub(super) fn build(
         }
         _ => None,
     };
+    let cors = raw
+        .cors
+        .as_ref()
+        .and_then(|c| cors(p, &keys.table("cors"), at.clone(), c));
+    let mut auth = raw
+        .auth
+        .as_ref()
+        .and_then(|a| auth(p, &keys.table("auth"), at.clone(), a));
+    // An AAP face's own keys are checked like any other route's.
+    if let Some(agent) = aap.as_ref().filter(|a| !a.api_keys.is_empty()) {
+        let keys = Auth {
+            api_keys: agent.api_keys.iter().map(Secret::new).collect(),
+            jwt: Vec::new(),
+        };
+        auth.get_or_insert_with(Auth::default).join(&keys);
+    }
+    let upstream_auth = raw.upstream_auth.as_ref().and_then(|u| {
+        let table = keys.table("upstream_auth");
+        if aap_upstream.as_ref().is_some_and(|a| a.api_key.is_some()) {
+            p.at(
+                at.clone(),
+                &table.whole(),
+                "the route already sends [routes.aap_upstream] api_key; keep one of them".into(),
+            );
+        }
+        upstream_auth(p, &table, at.clone(), u)
+    });
     let (client, upstream, upstream_dialect) = (client?, upstream?, upstream_dialect?);
     if client == Dialect::Aap && aap.is_none() {
         return None;
@@ -189,6 +232,10 @@ pub(super) fn build(
             aap,
             aap_upstream,
             forwarding,
+            cors,
+            auth,
+            forward_authorization: raw.forward_authorization,
+            upstream_auth,
         },
         keys,
         path_span: raw.path.span(),

@@ -938,3 +938,314 @@ forward_headers = ["x-ok", "bad header", "Cookie"]
     assert!(err.contains(":1:19: trusted_proxies:"), "{err}");
     assert!(err.contains("routes[0].forward_cookies"), "{err}");
 }
+
+/// One AG-UI route with `tables` below it.
+fn route_with(tables: &str) -> Result<Config, ConfigError> {
+    file(&format!(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/\"\n{tables}"
+    ))
+}
+
+/// A file in its own temporary directory, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("dp-auth-{}-{call}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The public P-256 key of RFC 7517 appendix A.1.
+const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1",
+    "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+    "y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#;
+
+#[test]
+fn cors_rules_are_read_and_bad_origins_name_their_place() {
+    let c = route_with(
+        "[routes.cors]\nallow_origins = [\"https://app.example\", \"http://localhost:3000\"]\n\
+         expose_headers = [\"Retry-After\"]\nallow_credentials = true\nmax_age = \"10m\"\n",
+    )
+    .unwrap();
+    let cors = c.routes[0].cors.as_ref().unwrap();
+    assert_eq!(
+        cors.allow_origins,
+        AllowedOrigins::List(vec![
+            http::HeaderValue::from_static("https://app.example"),
+            http::HeaderValue::from_static("http://localhost:3000"),
+        ])
+    );
+    assert_eq!(cors.allow_headers.len(), DEFAULT_ALLOW_HEADERS.len());
+    assert_eq!(cors.expose_headers, [http::header::RETRY_AFTER]);
+    assert!(cors.allow_credentials);
+    assert_eq!(cors.max_age, Some(Duration::from_secs(600)));
+    let c = route_with("[routes.cors]\nallow_origins = [\"*\"]\nmax_age = 60\n").unwrap();
+    let cors = c.routes[0].cors.as_ref().unwrap();
+    assert_eq!(cors.allow_origins, AllowedOrigins::Any);
+    assert_eq!(cors.max_age, Some(Duration::from_secs(60)));
+
+    // "*" with credentials, a malformed origin, a bad header name: each at its place.
+    let err = route_with("[routes.cors]\nallow_origins = [\"*\"]\nallow_credentials = true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(":6:17: routes[0].cors.allow_origins: \"*\" cannot be combined with allow_credentials = true"),
+        "{err}"
+    );
+    let err = route_with(
+        "[routes.cors]\nallow_origins = [\"https://app.example/\", \"https://ok.example\"]\n\
+         allow_headers = [\"x bad\"]\nmax_age = -1\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            ":6:18: routes[0].cors.allow_origins: \"https://app.example/\" is not an origin"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("routes[0].cors.allow_headers: \"x bad\" is not a header name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("routes[0].cors.max_age: must not be negative"),
+        "{err}"
+    );
+    assert!(!err.contains("ok.example"), "{err}");
+    let err = route_with("[routes.cors]\nallow_origins = []\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("list at least one origin"), "{err}");
+}
+
+#[test]
+fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
+    let jwks = TempFile::new("jwks.json", JWKS);
+    let c = route_with(&format!(
+        "[routes.auth]\napi_keys = [\"s3cret\"]\n\
+         jwt = {{ jwks_file = \"{}\", issuer = \"https://idp.example\", audience = \"gw\" }}\n",
+        jwks.path()
+    ))
+    .unwrap();
+    let auth = c.routes[0].auth.as_ref().unwrap();
+    assert_eq!(auth.api_keys, [Secret::new("s3cret")]);
+    assert!(
+        !format!("{auth:?}").contains("s3cret"),
+        "Debug shows no key"
+    );
+    assert_eq!(auth.jwt.len(), 1);
+    assert_eq!(auth.jwt[0].issuer, "https://idp.example");
+    assert_eq!(auth.jwt[0].audience, "gw");
+    assert!(matches!(&auth.jwt[0].jwks, Jwks::File { keys, .. } if keys.keys.len() == 1));
+    let c = route_with(
+        "[routes.auth.jwt]\njwks_url = \"http://idp:8080/jwks\"\nissuer = \"i\"\naudience = \"a\"\n",
+    )
+    .unwrap();
+    assert!(
+        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url(u) if u == "http://idp:8080/jwks")
+    );
+
+    let both = route_with(&format!(
+        "[routes.auth]\njwt = {{ jwks_file = \"{}\", jwks_url = \"http://idp/jwks\", issuer = \"i\", audience = \"a\" }}\n",
+        jwks.path()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        both.contains("routes[0].auth.jwt.jwks_url: give jwks_file or jwks_url, not both"),
+        "{both}"
+    );
+    let neither = route_with("[routes.auth]\njwt = { issuer = \"i\", audience = \"a\" }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        neither.contains(":6:18: routes[0].auth.jwt: needs jwks_file or jwks_url"),
+        "{neither}"
+    );
+    let unreadable = route_with(
+        "[routes.auth]\njwt = { jwks_file = \"/nonexistent/jwks.json\", issuer = \"i\", audience = \"a\" }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        unreadable.contains("routes[0].auth.jwt.jwks_file: /nonexistent/jwks.json: "),
+        "{unreadable}"
+    );
+    let not_jwks = TempFile::new(
+        "jwks.json",
+        "{\"keys\": [{\"kty\": \"oct\", \"k\": \"c2VjcmV0\"}]}",
+    );
+    let err = route_with(&format!(
+        "[routes.auth]\njwt = {{ jwks_file = \"{}\", issuer = \"i\", audience = \"a\" }}\n",
+        not_jwks.path()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("holds no RSA, EC or OKP public key"), "{err}");
+    // Issuer and audience are required; https JWKS are not fetched by this build.
+    let err = route_with("[routes.auth]\njwt = { jwks_url = \"https://idp/jwks\" }\n")
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "routes[0].auth.jwt.issuer: required",
+        "routes[0].auth.jwt.audience: required",
+        "routes[0].auth.jwt.jwks_url: \"https://idp/jwks\": https is not supported",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+#[test]
+fn an_auth_table_names_a_credential_and_its_environment_variables_are_set() {
+    let err = route_with("[routes.auth]\n").unwrap_err().to_string();
+    assert!(err.contains("routes[0].auth: names no credential"), "{err}");
+    let err = route_with("[routes.auth]\napi_keys_env = \"DIALECT_PROXY_TEST_SURELY_UNSET\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("routes[0].auth.api_keys_env: the environment variable DIALECT_PROXY_TEST_SURELY_UNSET is not set"),
+        "{err}"
+    );
+    let err = route_with("[routes.auth]\napi_keys = [\" \"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("routes[0].auth.api_keys: an API key must not be empty"),
+        "{err}"
+    );
+}
+
+#[test]
+fn upstream_auth_takes_one_source_and_the_client_credential_rule_is_read() {
+    let token = TempFile::new("token", "t0\n");
+    let both = route_with(&format!(
+        "[routes.upstream_auth]\nbearer_env = \"PATH\"\nbearer_file = \"{}\"\n",
+        token.path()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        both.contains(
+            ":7:15: routes[0].upstream_auth.bearer_file: give bearer_env or bearer_file, not both"
+        ),
+        "{both}"
+    );
+    let err = route_with("[routes.upstream_auth]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("routes[0].upstream_auth: needs bearer_env or bearer_file"),
+        "{err}"
+    );
+    let err =
+        route_with("[routes.upstream_auth]\nbearer_env = \"DIALECT_PROXY_TEST_SURELY_UNSET\"\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("routes[0].upstream_auth.bearer_env: the environment variable"),
+        "{err}"
+    );
+    let err = route_with("[routes.upstream_auth]\nbearer_file = \"/nonexistent/token\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("routes[0].upstream_auth.bearer_file: /nonexistent/token: "),
+        "{err}"
+    );
+
+    let c = route_with(&format!(
+        "forward_authorization = true\n[routes.upstream_auth]\nbearer_file = \"{}\"\n",
+        token.path()
+    ))
+    .unwrap();
+    let r = &c.routes[0];
+    assert!(r.forward_authorization);
+    assert_eq!(r.upstream_auth, Some(UpstreamBearer::File(token.0.clone())));
+    let c = route_with("[routes.upstream_auth]\nbearer_env = \"PATH\"\n").unwrap();
+    assert!(matches!(
+        &c.routes[0].upstream_auth,
+        Some(UpstreamBearer::Token(_))
+    ));
+    assert!(!c.routes[0].forward_authorization);
+    // An AAP upstream's own api_key and upstream_auth would both set Authorization.
+    let err = file(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"http://x:1/\"\n\
+         upstream_dialect = \"aap\"\n[routes.aap_upstream]\napi_key = \"k\"\n\
+         [routes.upstream_auth]\nbearer_env = \"PATH\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "routes[0].upstream_auth: the route already sends [routes.aap_upstream] api_key"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_aap_face_folds_its_keys_into_auth_and_its_routes_share_it() {
+    let c = file(
+        "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+         [routes.aap]\nname = \"a\"\napi_keys = [\"k1\"]\n\
+         [[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+         [routes.aap]\nname = \"b\"\n\
+         [routes.auth]\napi_keys = [\"k2\"]\n\
+         [routes.cors]\nallow_origins = [\"https://app.example\"]\n",
+    )
+    .unwrap();
+    for route in &c.routes {
+        let auth = route.auth.as_ref().unwrap();
+        assert_eq!(
+            auth.api_keys,
+            [Secret::new("k1"), Secret::new("k2")],
+            "{}",
+            route.aap.as_ref().unwrap().name
+        );
+        assert!(route.cors.is_some());
+    }
+    let err = file(
+        "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+         [routes.aap]\nname = \"a\"\n[routes.cors]\nallow_origins = [\"https://a.example\"]\n\
+         [[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n\
+         [routes.aap]\nname = \"b\"\n[routes.cors]\nallow_origins = [\"https://b.example\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            ":10:8: routes[1].cors: the routes of the AAP face /aap have different [routes.cors]"
+        ),
+        "{err}"
+    );
+    // The environment's keys too, in flags mode.
+    let mut o = flags("builtin:demo");
+    o.client = Some("aap".into());
+    o.agent_name = Some("demo".into());
+    o.aap_api_keys = Some("e1,e2".into());
+    let c = load(None, &o).unwrap();
+    let auth = c.routes[0].auth.as_ref().unwrap();
+    assert_eq!(auth.api_keys, [Secret::new("e1"), Secret::new("e2")]);
+    assert!(load(None, &flags("builtin:demo")).unwrap().routes[0]
+        .auth
+        .is_none());
+}

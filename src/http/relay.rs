@@ -1,6 +1,7 @@
 //! [`Relay`]: the narrow handle every face gets of the gateway — what it takes to send a run
 //! to a route's upstream and relay the answer through a pipeline: the pooled upstream
-//! clients, the route's codec options, the drain signal and the stream metrics. Faces never
+//! clients, the route's codec options and outbound credentials, the drain signal and the
+//! stream metrics. Faces never
 //! see the gateway's routing or its other state.
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use super::clock;
 use super::headers::{self, ForwardPolicy, Proto};
 use super::upstream::UpstreamClient;
 use super::ClientAddr;
+use crate::auth::outbound::{Credentials, Outbound};
 use crate::config::{Route, TrustedProxies, Upstream};
 use crate::dialect::{write_request, CodecOptions, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
@@ -42,6 +44,8 @@ pub struct Relay {
     /// One pooled client per distinct connect timeout and TLS settings, so each route's
     /// timeout and trust hold; routes that agree on both share connections.
     clients: Arc<HashMap<ClientKey, UpstreamClient>>,
+    /// What each route's upstream requests carry as `Authorization`.
+    credentials: Arc<Credentials>,
     mappings: Mappings,
     /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
     draining: watch::Receiver<bool>,
@@ -66,6 +70,7 @@ impl Relay {
         }
         Relay {
             clients: Arc::new(clients),
+            credentials: Arc::new(Credentials::new(routes)),
             mappings,
             draining,
             metrics,
@@ -85,6 +90,11 @@ impl Relay {
             .unwrap_or_else(|| {
                 UpstreamClient::new(route.limits.connect_timeout, route.tls.as_ref())
             })
+    }
+
+    /// The `Authorization` rules of `route`'s upstream requests (`auth::outbound`).
+    pub fn outbound(&self, route: &Route) -> Outbound {
+        self.credentials.outbound(route)
     }
 
     /// The readers' and writers' options on `route`, for a run that declares `tools` (none
@@ -167,7 +177,10 @@ impl Relay {
             host,
             route: &route.forwarding,
         };
-        headers::upstream_request_headers(&client.headers, &policy)
+        let mut headers = headers::upstream_request_headers(&client.headers, &policy);
+        // The gateway's own credential stays here unless the route forwards it.
+        self.outbound(route).strip_client_credential(&mut headers);
+        headers
     }
 
     /// Sends the run to the route's upstream with `request_headers` ([`Relay::upstream_headers`])
@@ -188,6 +201,8 @@ impl Relay {
             }
             Upstream::Url(uri) => uri,
         };
+        let mut request_headers = request_headers;
+        self.outbound(route).apply(&mut request_headers).await;
         let body = write_request(
             route.upstream_dialect,
             input,

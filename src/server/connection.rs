@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
-use super::Gateway;
+use super::Router;
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
 use crate::tls::ListenerTls;
@@ -39,7 +39,7 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the connections of one listener share. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct Connections {
-    gateway: Arc<Gateway>,
+    router: Arc<Router>,
     protocols: Arc<auto::Builder<TokioExecutor>>,
     tls: Option<TlsAcceptor>,
     stall_timeout: Duration,
@@ -47,13 +47,13 @@ pub(super) struct Connections {
 
 impl Connections {
     pub fn new(
-        gateway: Arc<Gateway>,
+        router: Arc<Router>,
         protocols: auto::Builder<TokioExecutor>,
         tls: Option<&ListenerTls>,
         stall_timeout: Duration,
     ) -> Self {
         Connections {
-            gateway,
+            router,
             protocols: Arc::new(protocols),
             tls: tls.map(|tls| TlsAcceptor::from(Arc::clone(&tls.config))),
             stall_timeout,
@@ -92,11 +92,11 @@ impl Connections {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let gateway = Arc::clone(&self.gateway);
+        let router = Arc::clone(&self.router);
         let service = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ClientAddr(peer));
-            let gateway = Arc::clone(&gateway);
-            async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+            let router = Arc::clone(&router);
+            async move { Ok::<_, Infallible>(router.handle(request).await) }
         });
         let connection = self
             .protocols

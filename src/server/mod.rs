@@ -3,8 +3,10 @@
 //! layer every face uses; beside it, `adapters` holds the faces that keep state (AAP).
 //!
 //! One request, phase by phase:
-//! 1. **Route**: longest path prefix (404 otherwise). An AAP client's route goes to the AAP
-//!    face (`adapters::aap_server`); any other takes only `POST` (405 otherwise).
+//! 1. **Route**: longest path prefix (404 otherwise), then the route's [`front`]: CORS
+//!    (preflights answered there), then authentication (401, or the request's `Principal`).
+//!    An AAP client's route goes on to the AAP face (`adapters::aap_server`); any other takes
+//!    only `POST` (405 otherwise).
 //! 2. **Read the body**, bounded by `max_request_bytes` (413), and parse it with the client
 //!    dialect's request reader (400 naming the field).
 //! 3. **Upstream request**: an AAP upstream goes to the AAP client (`adapters::aap_client`);
@@ -31,8 +33,10 @@
 
 pub mod admin;
 mod connection;
+mod front;
 pub mod refusal;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,6 +46,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 use tracing::Instrument;
 
 use crate::adapters::aap_client::AapClient;
@@ -69,6 +74,12 @@ struct Gateway {
     /// Runs whose store marks are still being ended (AAP turns and thread runs).
     settling: Arc<Settling>,
     metrics: Arc<Metrics>,
+}
+
+/// The gateway and the front of each route (by route path), which answer requests.
+struct Router {
+    gateway: Arc<Gateway>,
+    fronts: HashMap<String, front::Front>,
 }
 
 /// State the data plane shares with the admin listener.
@@ -99,7 +110,7 @@ impl Default for Shared {
 /// Building and running are two steps so that readiness (`/ready`) is true before the process
 /// announces its address: whoever reads the announcement finds the gateway ready.
 pub struct Server {
-    gateway: Arc<Gateway>,
+    router: Arc<Router>,
     listener: TcpListener,
     shared: Shared,
     drain_tx: tokio::sync::watch::Sender<bool>,
@@ -130,9 +141,13 @@ impl Server {
             metrics: Arc::clone(&shared.metrics),
             settling,
         });
+        let router = Arc::new(Router {
+            fronts: front::fronts(&gateway),
+            gateway,
+        });
         shared.ready.store(true, Ordering::SeqCst);
         Server {
-            gateway,
+            router,
             listener,
             shared,
             drain_tx,
@@ -143,21 +158,21 @@ impl Server {
     /// for up to the configured drain timeout.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let Server {
-            gateway,
+            router,
             listener,
             shared,
             drain_tx,
         } = self;
-        let drain_timeout = gateway.config.drain_timeout;
-        let stall_timeout = gateway.config.stall_timeout;
+        let drain_timeout = router.gateway.config.drain_timeout;
+        let stall_timeout = router.gateway.config.stall_timeout;
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex;
         // under TLS, either by ALPN.
         let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         protocols.http1().timer(TokioTimer::new());
         protocols.http2().timer(TokioTimer::new());
-        let tls = gateway.config.tls.clone();
-        let connections = Connections::new(gateway, protocols, tls.as_ref(), stall_timeout);
+        let tls = router.gateway.config.tls.clone();
+        let connections = Connections::new(router, protocols, tls.as_ref(), stall_timeout);
         tokio::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -198,11 +213,13 @@ impl Server {
     }
 }
 
-impl Gateway {
+impl Router {
     async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
         let path = request.uri().path().to_owned();
-        let Some(route) = self.config.route(&path) else {
-            self.metrics.refused("", ErrorCode::NotFound.label());
+        let Some(route) = self.gateway.config.route(&path) else {
+            self.gateway
+                .metrics
+                .refused("", ErrorCode::NotFound.label());
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
@@ -213,28 +230,56 @@ impl Gateway {
             upstream_dialect = %route.upstream_dialect,
             method = %request.method(),
             path = %path,
+            principal = tracing::field::Empty,
             thread_id = tracing::field::Empty,
             run_id = tracing::field::Empty,
         );
+        let Some(front) = self.fronts.get(&route.path) else {
+            // Every route has its front from the start: this is a bug.
+            tracing::error!(route = %route.path, "no front for the route");
+            let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
+            return refusal::refused(route.client, failure.into());
+        };
+        let answered = front
+            .clone()
+            .oneshot(request)
+            .instrument(span.clone())
+            .await;
+        let response = match answered {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        // A stream logs its own end; anything else ends here.
+        let streamed = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
+        if !streamed && response.status().is_success() {
+            span.in_scope(|| {
+                tracing::info!(status = response.status().as_u16(), "request answered")
+            });
+        }
+        response
+    }
+}
+
+impl Gateway {
+    /// A request past its route's front: authenticated, its `Principal` in its extensions;
+    /// the current span is the request's.
+    async fn answer(&self, route: &Route, request: Request<Incoming>) -> Response<ResponseBody> {
+        let span = tracing::Span::current();
         // Which face serves the client: a new dialect must choose here (no wildcard arm).
         let result = match route.client {
             Dialect::Aap => {
                 let face =
                     aap_server::Face::of(&self.config.routes, route, &self.store, &self.settling);
-                aap_server::handle(&face, &self.relay, request)
-                    .instrument(span.clone())
-                    .await
+                aap_server::handle(&face, &self.relay, request).await
             }
-            Dialect::AgUi | Dialect::Hai => {
-                self.stream(route, request, span.clone())
-                    .instrument(span.clone())
-                    .await
-            }
+            Dialect::AgUi | Dialect::Hai => self.stream(route, request, span.clone()).await,
         };
         match result {
             Ok(response) => response,
             Err(refused) => {
-                let _entered = span.enter();
                 let failure = &refused.failure;
                 match failure.code.fault() {
                     crate::error::Fault::Client => {

@@ -1,13 +1,15 @@
 //! The one place where a refusal becomes an HTTP response, in the client dialect's error
 //! shape: AG-UI and HAI clients get `{"error":{"code","message"}}`, AAP clients
 //! `{"error":"<CODE>: <message>"}` (`aap.md` §2); the status comes from the error code, `Allow`
-//! from the refusal, and a 401 names the Bearer scheme. A failure's message is already safe to
-//! show (no upstream text, no internal address: `http::upstream`); nothing else is added.
+//! from the refusal, and a 401 names the Bearer scheme and the realm (the front adds
+//! `error="invalid_token"` when a credential was rejected). A failure's message is already safe
+//! to show (no upstream text, no internal address: `http::upstream`); nothing else is added.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
 use serde_json::json;
 
+use crate::auth::AuthError;
 use crate::dialect::Dialect;
 use crate::error::ErrorCode;
 use crate::http::response::{full, json, Refusal, ResponseBody};
@@ -33,7 +35,7 @@ pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
     if failure.code == ErrorCode::Unauthorized {
         response
             .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            .insert(header::WWW_AUTHENTICATE, AuthError::Missing.challenge());
     }
     response
 }

@@ -17,6 +17,8 @@ mod aap_upstream;
 mod aap_upstream_real_client;
 mod aap_upstream_requests;
 mod admin;
+mod auth;
+mod cors;
 mod golden_aap;
 mod golden_aap_upstream;
 mod golden_agui;

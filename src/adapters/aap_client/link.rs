@@ -1,6 +1,7 @@
 //! The requests of one route toward its AAP agent: `GET /meta` (cached per base URL in the
-//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`. Failures carry safe
-//! sentences; the agent's URL, answers and session ids are logged, never told to the client.
+//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`, each with the route's
+//! outbound credential (`auth::outbound`). Failures carry safe sentences; the agent's URL,
+//! answers and session ids are logged, never told to the client.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use http::{header, HeaderMap, HeaderValue, Method, Uri};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use crate::auth::outbound::Outbound;
 use crate::dialect::aap::types::{CreateSession, TurnRequest};
 use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::error::{ErrorCode, Failure};
@@ -80,7 +82,11 @@ fn agents_of(meta: &Value) -> Result<Vec<AgentEntry>, Failure> {
 pub(super) struct Link {
     pub(super) client: UpstreamClient,
     pub(super) base: String,
+    /// The client's end-to-end headers, its credential already removed where it must not
+    /// travel, and `[routes.aap_upstream] api_key`.
     pub(super) headers: HeaderMap,
+    /// The route's outbound token, looked up for every request (a token file may change).
+    pub(super) outbound: Outbound,
     pub(super) headers_timeout: std::time::Duration,
     pub(super) directory: Arc<Directory>,
 }
@@ -96,8 +102,17 @@ impl Link {
         })
     }
 
-    async fn json(&self, method: Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
+    /// The headers of one request to the agent.
+    async fn headers(&self) -> HeaderMap {
         let mut headers = self.headers.clone();
+        if let Some(bearer) = self.outbound.bearer().await {
+            headers.insert(header::AUTHORIZATION, bearer);
+        }
+        headers
+    }
+
+    async fn json(&self, method: Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
+        let mut headers = self.headers().await;
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let response = self
             .client
@@ -153,7 +168,7 @@ impl Link {
         session_id: &str,
         turn: &TurnRequest,
     ) -> Result<(UpstreamBody, Framing), Failure> {
-        let mut headers = self.headers.clone();
+        let mut headers = self.headers().await;
         if turn.stream.as_deref() == Some("none") {
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         }

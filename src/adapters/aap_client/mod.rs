@@ -92,6 +92,7 @@ impl AapClient {
                 "the built-in demo agent speaks AG-UI, not AAP",
             ));
         };
+        let outbound = relay.outbound(route);
         if let Some(key) = &config.api_key {
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
                 headers.insert(header::AUTHORIZATION, value);
@@ -101,6 +102,7 @@ impl AapClient {
             client: relay.client(route),
             base: base.to_string().trim_end_matches('/').to_owned(),
             headers,
+            outbound,
             headers_timeout: route.limits.headers_timeout,
             directory: Arc::clone(&self.directory),
         };

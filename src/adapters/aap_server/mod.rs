@@ -10,17 +10,17 @@
 //! | `GET`, `POST /sessions`; `GET`, `DELETE /sessions/:id`; `GET /sessions/:id/history` | [`sessions`] |
 //! | `POST /sessions/:id/turns` | [`turn`] |
 //!
-//! Every error is `{"error": "<text>"}` with a 4xx naming the field, or a 5xx for the
+//! Every error is `{"error": "<CODE>: <text>"}` with a 4xx naming the field, or a 5xx for the
 //! upstream's failures (`502` in `none` mode) and the gateway's (`503` store unavailable, `507`
-//! session storage full); handlers return a [`Refusal`] and the server renders it. When any
-//! agent of the face has API keys, every endpoint needs `Authorization: Bearer <key>` (401
-//! otherwise).
+//! session storage full); handlers return a [`Refusal`] and the server renders it.
+//! Authentication happens before the face (the server's front, with the face's
+//! `[routes.auth]` and API keys): a request that reaches the face carries its [`Principal`] in
+//! its extensions.
 //!
-//! Sessions belong to the [`Principal`] the request acts for (a request extension: the key
-//! that matched here, or what an authentication layer in front set; the anonymous principal
-//! when none did). List, get, history, delete and turns see only the caller's sessions:
-//! another principal's session is a 404 like a missing one. Quotas per principal and the
-//! gateway's byte budget are the store's (`crate::session`): 429 `PRINCIPAL_SESSION_LIMIT`,
+//! Sessions belong to the [`Principal`] the request acts for (the anonymous principal on a
+//! route without authentication). List, get, history, delete and turns see only the caller's
+//! sessions: another principal's session is a 404 like a missing one. Quotas per principal and
+//! the gateway's byte budget are the store's (`crate::session`): 429 `PRINCIPAL_SESSION_LIMIT`,
 //! 429 `SESSION_LIMIT`, 507 `SESSION_STORAGE_FULL`, before anything is stored.
 //!
 //! The face owns its state: sessions live in the store it is handed, a turn's run is a
@@ -33,7 +33,7 @@ mod turn;
 
 use std::sync::Arc;
 
-use http::{header, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
@@ -94,24 +94,14 @@ impl<'a> Face<'a> {
             .filter(|c| c.face == self.prefix)
             .ok_or_else(|| no_session(id))
     }
-
-    fn keys(&self) -> impl Iterator<Item = &str> {
-        self.routes
-            .iter()
-            .filter_map(|r| r.aap.as_ref())
-            .flat_map(|a| a.api_keys.iter().map(String::as_str))
-    }
 }
 
 /// Serves one request addressed to the face of `route`.
 pub(crate) async fn handle(
     face: &Face<'_>,
     relay: &Relay,
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Refusal> {
-    if let Some(principal) = authorize(face, request.headers())? {
-        request.extensions_mut().insert(principal);
-    }
     let owner = request
         .extensions()
         .get::<Principal>()
@@ -162,42 +152,6 @@ pub(crate) async fn handle(
         }
     };
     Ok(answered?)
-}
-
-/// 401 unless the face has no keys or the request carries one of them; the principal of the
-/// key that matched.
-fn authorize(face: &Face<'_>, headers: &http::HeaderMap) -> Result<Option<Principal>, Failure> {
-    let mut keys = face.keys().peekable();
-    if keys.peek().is_none() {
-        return Ok(None);
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, key) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
-        })
-        .unwrap_or("");
-    // Every key is compared in full, so the time taken does not tell which one nearly matched.
-    let matched = keys.fold(false, |found, key| constant_time_eq(key, given) | found);
-    if matched && !given.is_empty() {
-        Ok(Some(Principal::for_api_key(given)))
-    } else {
-        Err(Failure::new(
-            ErrorCode::Unauthorized,
-            "missing or invalid API key (Authorization: Bearer <key>)",
-        ))
-    }
-}
-
-fn constant_time_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut diff = a.len() ^ b.len();
-    for (i, x) in a.iter().enumerate() {
-        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
 }
 
 /// `GET /meta` (`translation.md` §4.1): the face's agents as configured, with the capabilities

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use http::{header, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -422,7 +422,7 @@ fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
 async fn run(
     relay: &Relay,
     route: &Route,
-    mut headers: http::HeaderMap,
+    headers: http::HeaderMap,
     turn: Turn,
     span: tracing::Span,
 ) -> Result<Response<ResponseBody>, Failure> {
@@ -441,10 +441,8 @@ async fn run(
         input_bytes: _,
         budget,
     } = prepared;
-    // The gateway's own API key is not the agent's business.
-    if route.aap.as_ref().is_some_and(|a| !a.api_keys.is_empty()) {
-        headers.remove(header::AUTHORIZATION);
-    }
+    // The gateway's own API key is not the agent's business: `Relay::upstream_headers` and the
+    // relay's outbound rules keep it from the agent (the face's keys are its route's `auth`).
     span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
     let opened = relay.open(route, headers, &input).await;
     let (upstream, framing) = match opened {
