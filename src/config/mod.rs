@@ -3,7 +3,8 @@
 //! file, line, column and key, every problem at once.
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
-//! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
+//! checked and resolved by one module per reason to change: `server`, `limits` (and
+//! `admission`, what the gateway lets in at once), `routes` (with
 //! `dialects`, `aap_face`, [`aap_client`]), `sessions`, `mappings`. The single-route flags
 //! become a raw route too (`flags`), built by the same code as the file's routes. `problems`
 //! says how problems are reported.
@@ -17,6 +18,7 @@ use crate::session::SessionLimits;
 
 pub mod aap_client;
 mod aap_face;
+mod admission;
 mod dialects;
 mod flags;
 mod limits;
@@ -30,6 +32,10 @@ mod sessions;
 
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
+pub use admission::{
+    Admission, DEFAULT_MAX_BUFFERED_REQUEST_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_STREAMS,
+    DEFAULT_REQUEST_HEADER_TIMEOUT,
+};
 pub use flags::Overrides;
 pub use limits::{
     parse_duration, Limits, RawLimits, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADERS_TIMEOUT,
@@ -59,6 +65,9 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// Bounds of the AAP session store (`[sessions]`).
     pub sessions: SessionLimits,
+    /// What the gateway lets in at once (`[limits]`: streams, buffered request bytes,
+    /// connections, the request header timeout).
+    pub admission: Admission,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -106,6 +115,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         .as_deref()
         .map(|k| split_keys(k).collect())
         .unwrap_or_default();
+    let admission = admission::admission(&mut p, &mut f, &raw.limits, &overrides.limits);
     let defaults = Defaults {
         limits: limits::limits(&mut f, &Keys::flags(), &overrides.limits, file_limits),
         api_keys: &api_keys,
@@ -172,6 +182,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         drain_timeout: server.drain_timeout,
         stall_timeout: server.stall_timeout,
         sessions,
+        admission,
     })
 }
 
