@@ -2,11 +2,18 @@
 //! place where refusals become HTTP responses ([`refusal`]). Below it, `http` is the leaf
 //! layer every face uses; beside it, `adapters` holds the faces that keep state (AAP).
 //!
+//! One connection: a slot under `max_connections` is taken before it is accepted, and its
+//! first request head must arrive within `request_header_timeout` of the accept, else it is
+//! closed ([`connection`]).
+//!
 //! One request, phase by phase:
-//! 1. **Route**: longest path prefix (404 otherwise). An AAP client's route goes to the AAP
-//!    face (`adapters::aap_server`); any other takes only `POST` (405 otherwise).
-//! 2. **Read the body**, bounded by `max_request_bytes` (413), and parse it with the client
-//!    dialect's request reader (400 naming the field).
+//! 1. **Route**: longest path prefix (404 otherwise), then **admission**: a permit under the
+//!    global and the route's `max_streams`, held by the response body until it ends (503
+//!    `OVERLOADED` with `Retry-After` otherwise; [`admission`]). An AAP client's route goes to
+//!    the AAP face (`adapters::aap_server`); any other takes only `POST` (405 otherwise).
+//! 2. **Read the body**, bounded by `max_request_bytes` (413, at once when `Content-Length`
+//!    declares more) and by the gateway's `max_buffered_request_bytes` (503 `OVERLOADED`),
+//!    and parse it with the client dialect's request reader (400 naming the field).
 //! 3. **Upstream request**: an AAP upstream goes to the AAP client (`adapters::aap_client`);
 //!    any other gets the canonical input in its dialect, end-to-end headers forwarded
 //!    (hop-by-hop not), `Accept-Encoding: identity`. Connect timeout and response header
@@ -25,7 +32,9 @@
 //!
 //! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port.
 
+mod admission;
 pub mod admin;
+mod connection;
 pub mod refusal;
 
 use std::convert::Infallible;
@@ -48,12 +57,14 @@ use crate::dialect::{input_for_upstream, read_request, Dialect};
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::Source;
 use crate::http::relay::Relay;
-use crate::http::request_body::read_body;
+use crate::http::request_body::{read_body, BodyBudget};
 use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
 use crate::session::{MemoryStore, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
+use admission::Streams;
+use connection::{until_first_head, AcceptBackoff, ConnectionSlots, FirstHead};
 
 /// Shared state of the server: read-only but for the session store.
 struct Gateway {
@@ -66,6 +77,10 @@ struct Gateway {
     /// Runs whose store marks are still being ended (AAP turns and thread runs).
     settling: Arc<Settling>,
     metrics: Arc<Metrics>,
+    /// The caps on requests answered at once (`max_streams`).
+    streams: Streams,
+    /// The bytes of request bodies being read at once (`max_buffered_request_bytes`).
+    budget: BodyBudget,
 }
 
 /// State the data plane shares with the admin listener.
@@ -118,8 +133,16 @@ impl Server {
             Arc::clone(&shared.metrics),
             draining,
         );
+        let streams = Streams::new(
+            config.admission.max_streams,
+            &config.routes,
+            &shared.metrics,
+        );
+        let budget = BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics);
         let gateway = Arc::new(Gateway {
             relay,
+            streams,
+            budget,
             aap_client: AapClient::new(Arc::clone(&store), Arc::clone(&settling)),
             store,
             config,
@@ -146,29 +169,55 @@ impl Server {
         } = self;
         let drain_timeout = gateway.config.drain_timeout;
         let stall_timeout = gateway.config.stall_timeout;
+        let admission = gateway.config.admission;
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex.
         let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        protocols.http1().timer(TokioTimer::new());
+        // The later request heads of a keep-alive connection; the first is `until_first_head`'s.
+        protocols
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(admission.request_header_timeout);
         protocols.http2().timer(TokioTimer::new());
+        let slots =
+            ConnectionSlots::new(admission.max_connections, shared.metrics.connections_open());
+        let mut backoff = AcceptBackoff::default();
         tokio::pin!(shutdown);
-        loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        // Per-connection failures (reset before accept, fd pressure) must not stop
-                        // the server; back off briefly so a persistent one cannot spin.
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
+        'serve: loop {
+            // A slot first: at max_connections, new clients wait in the listen backlog.
+            let slot = tokio::select! {
+                slot = slots.take() => slot,
+                () = &mut shutdown => break 'serve,
             };
+            let (stream, peer) = loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    () = &mut shutdown => break 'serve,
+                };
+                match accepted {
+                    Ok(pair) => {
+                        backoff.succeeded();
+                        break pair;
+                    }
+                    Err(error) => {
+                        // Per-connection failures and descriptor exhaustion must not stop the
+                        // server, nor make it spin on a listener that stays readable.
+                        shared.metrics.accept_error();
+                        let wait = backoff.failed(&error);
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = &mut shutdown => break 'serve,
+                        }
+                    }
+                }
+            };
+            let slot = slot.accepted();
             let _ = stream.set_nodelay(true);
             let gateway = Arc::clone(&gateway);
+            let first_head = FirstHead::default();
+            let seen = first_head.clone();
             let service = service_fn(move |mut request: Request<Incoming>| {
+                seen.seen();
                 request.extensions_mut().insert(ClientAddr(peer));
                 let gateway = Arc::clone(&gateway);
                 async move { Ok::<_, Infallible>(gateway.handle(request).await) }
@@ -180,10 +229,38 @@ impl Server {
                 )
                 .into_owned();
             let connection = graceful.watch(connection);
+            let metrics = Arc::clone(&shared.metrics);
             tokio::spawn(
                 async move {
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%error, "connection ended with an error");
+                    let _slot = slot;
+                    // The whole connection from accept (and any handshake placed in here) must
+                    // bring a request head within request_header_timeout.
+                    match until_first_head(
+                        admission.request_header_timeout,
+                        &first_head,
+                        connection,
+                    )
+                    .await
+                    {
+                        Some(Ok(())) => {}
+                        Some(Err(error)) => {
+                            // hyper's own header timeout (a keep-alive connection's next head,
+                            // or a first head it raced ours to) is the same limit.
+                            if error
+                                .downcast_ref::<hyper::Error>()
+                                .is_some_and(hyper::Error::is_timeout)
+                            {
+                                metrics.header_timeout();
+                            }
+                            tracing::debug!(%error, "connection ended with an error");
+                        }
+                        None => {
+                            metrics.header_timeout();
+                            tracing::debug!(
+                                timeout_ms = admission.request_header_timeout.as_millis() as u64,
+                                "connection closed: no request head within request_header_timeout"
+                            );
+                        }
                     }
                 }
                 .instrument(tracing::debug_span!("conn", client.addr = %peer)),
@@ -220,6 +297,16 @@ impl Gateway {
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
+        let permit = match self.streams.admit(route) {
+            Ok(permit) => permit,
+            Err(failure) => {
+                // Counted in the metrics; a line per refusal would flood the log under the very
+                // load it refuses.
+                tracing::debug!(route = %route.path, message = %failure.message, "request refused: overloaded");
+                self.metrics.refused(&route.path, failure.code.label());
+                return refusal::refused(route.client, failure.into());
+            }
+        };
         let span = tracing::info_span!(
             "request",
             route = %route.path,
@@ -233,8 +320,13 @@ impl Gateway {
         // Which face serves the client: a new dialect must choose here (no wildcard arm).
         let result = match route.client {
             Dialect::Aap => {
-                let face =
-                    aap_server::Face::of(&self.config.routes, route, &self.store, &self.settling);
+                let face = aap_server::Face::of(
+                    &self.config.routes,
+                    route,
+                    &self.store,
+                    &self.settling,
+                    &self.budget,
+                );
                 aap_server::handle(&face, &self.relay, request)
                     .instrument(span.clone())
                     .await
@@ -245,7 +337,7 @@ impl Gateway {
                     .await
             }
         };
-        match result {
+        let response = match result {
             Ok(response) => response,
             Err(refused) => {
                 let _entered = span.enter();
@@ -254,6 +346,9 @@ impl Gateway {
                     crate::error::Fault::Client => {
                         tracing::debug!(code = %failure.code, message = %failure.message, "request refused")
                     }
+                    _ if failure.code == ErrorCode::Overloaded => {
+                        tracing::debug!(code = %failure.code, message = %failure.message, "request refused: overloaded")
+                    }
                     _ => {
                         tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused before the stream")
                     }
@@ -261,7 +356,8 @@ impl Gateway {
                 self.metrics.refused(&route.path, failure.code.label());
                 refusal::refused(route.client, refused)
             }
-        }
+        };
+        admission::hold(response, permit)
     }
 
     /// An AG-UI or HAI client's run.
@@ -284,10 +380,12 @@ impl Gateway {
             });
         }
         let (parts, body) = request.into_parts();
-        let body = read_body(body, route.limits.max_request_bytes).await?;
+        let body = read_body(body, route.limits.max_request_bytes, &self.budget).await?;
         let mut new_id = || uuid::Uuid::new_v4().to_string();
         let codecs = self.relay.codecs(route, &[]);
         let mut input = read_request(route.client, &body, &codecs, &mut new_id)?;
+        // Parsed: its bytes go back to the budget before the upstream is called.
+        drop(body);
         input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());

@@ -1,7 +1,8 @@
 //! The one place where a refusal becomes an HTTP response, in the client dialect's error
 //! shape: AG-UI and HAI clients get `{"error":{"code","message"}}`, AAP clients
 //! `{"error":"<message>"}` (`aap.md` §2); the status comes from the error code, `Allow` from
-//! the refusal, and a 401 names the Bearer scheme.
+//! the refusal, a 401 names the Bearer scheme, and a 503 `OVERLOADED` says when to come back
+//! (`Retry-After`, [`OVERLOADED_RETRY_AFTER_SECS`]).
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
@@ -10,6 +11,10 @@ use serde_json::json;
 use crate::dialect::Dialect;
 use crate::error::ErrorCode;
 use crate::http::response::{full, json, Refusal, ResponseBody};
+
+/// The `Retry-After` of an `OVERLOADED` refusal, in seconds: streams end and bodies are read
+/// within seconds, so a client may come back soon.
+pub const OVERLOADED_RETRY_AFTER_SECS: u32 = 1;
 
 /// The response for `refusal`, before any body byte, as a `client` expects it.
 pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
@@ -32,6 +37,12 @@ pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    if failure.code == ErrorCode::Overloaded {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(OVERLOADED_RETRY_AFTER_SECS),
+        );
     }
     response
 }
