@@ -4,12 +4,12 @@
 //!
 //! One connection: a slot under `max_connections` is taken before it is accepted, and its
 //! first request head must arrive within `request_header_timeout` of the accept, else it is
-//! closed ([`connection`]).
+//! closed (`connection`).
 //!
 //! One request, phase by phase:
 //! 1. **Route**: longest path prefix (404 otherwise), then **admission**: a permit under the
 //!    global and the route's `max_streams`, held by the response body until it ends (503
-//!    `OVERLOADED` with `Retry-After` otherwise; [`admission`]). An AAP client's route goes to
+//!    `OVERLOADED` with `Retry-After` otherwise; `admission`). An AAP client's route goes to
 //!    the AAP face (`adapters::aap_server`); any other takes only `POST` (405 otherwise).
 //! 2. **Read the body**, bounded by `max_request_bytes` (413, at once when `Content-Length`
 //!    declares more) and by the gateway's `max_buffered_request_bytes` (503 `OVERLOADED`),
