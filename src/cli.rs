@@ -128,6 +128,20 @@ struct LimitArgs {
     /// Largest request body in bytes [default: 8388608].
     #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_BYTES")]
     max_request_bytes: Option<u64>,
+    /// Requests answered at once, streams included; more get 503 OVERLOADED with Retry-After
+    /// [default: 10000].
+    #[arg(long, env = "DIALECT_PROXY_MAX_STREAMS")]
+    max_streams: Option<u64>,
+    /// Bytes of all request bodies being read at once; a body that would pass it gets 503
+    /// OVERLOADED with Retry-After [default: 67108864].
+    #[arg(long, env = "DIALECT_PROXY_MAX_BUFFERED_REQUEST_BYTES")]
+    max_buffered_request_bytes: Option<u64>,
+    /// A connection that sends no complete request head within this is closed [default: 10s].
+    #[arg(long, env = "DIALECT_PROXY_REQUEST_HEADER_TIMEOUT")]
+    request_header_timeout: Option<String>,
+    /// Client connections open at once; more wait in the listen backlog [default: 10000].
+    #[arg(long, env = "DIALECT_PROXY_MAX_CONNECTIONS")]
+    max_connections: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +225,12 @@ impl LimitArgs {
             heartbeat_interval: spanned(self.heartbeat_interval),
             max_event_bytes: self.max_event_bytes.map(|v| toml::Spanned::new(0..0, v)),
             max_request_bytes: self.max_request_bytes.map(|v| toml::Spanned::new(0..0, v)),
+            max_streams: self.max_streams.map(|v| toml::Spanned::new(0..0, v)),
+            max_buffered_request_bytes: self
+                .max_buffered_request_bytes
+                .map(|v| toml::Spanned::new(0..0, v)),
+            request_header_timeout: spanned(self.request_header_timeout),
+            max_connections: self.max_connections.map(|v| toml::Spanned::new(0..0, v)),
         }
     }
 }

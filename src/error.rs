@@ -102,6 +102,9 @@ error_codes! {
     AapAgentNotFound,
     /// A permission is needed and the client cannot be asked (`unconfirmable = "error"`).
     ConfirmationUnavailable,
+    /// The gateway is at one of its admission limits (open streams, buffered request bytes);
+    /// the client may retry after the `Retry-After` it is given.
+    Overloaded,
 }
 
 impl ErrorCode {
@@ -148,6 +151,7 @@ impl ErrorCode {
             ErrorCode::AapSessionNotFound => "AAP_SESSION_NOT_FOUND",
             ErrorCode::AapAgentNotFound => "AAP_AGENT_NOT_FOUND",
             ErrorCode::ConfirmationUnavailable => "CONFIRMATION_UNAVAILABLE",
+            ErrorCode::Overloaded => "OVERLOADED",
         }
     }
 
@@ -183,7 +187,8 @@ impl ErrorCode {
             ErrorCode::GatewayShutdown
             | ErrorCode::NotImplemented
             | ErrorCode::StoreUnavailable
-            | ErrorCode::SessionStorageFull => Fault::Gateway,
+            | ErrorCode::SessionStorageFull
+            | ErrorCode::Overloaded => Fault::Gateway,
         }
     }
 
@@ -220,7 +225,7 @@ impl ErrorCode {
             ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            ErrorCode::GatewayShutdown | ErrorCode::StoreUnavailable => {
+            ErrorCode::GatewayShutdown | ErrorCode::StoreUnavailable | ErrorCode::Overloaded => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ErrorCode::NotImplemented => StatusCode::NOT_IMPLEMENTED,

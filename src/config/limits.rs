@@ -1,5 +1,6 @@
 //! Timeouts and sizes: the global ones (`[limits]`, then the flags) and each route's
-//! (`[routes.limits]`, over the global ones), and the duration syntax they share.
+//! (`[routes.limits]`, over the global ones), and the duration syntax they share. The
+//! admission keys of the same tables are resolved by `super::admission`.
 
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub struct Limits {
     pub heartbeat_interval: Duration,
     pub max_event_bytes: usize,
     pub max_request_bytes: usize,
+    /// The route's own cap on requests answered at once (`[routes.limits] max_streams`),
+    /// below the global one; `None`: only the global cap.
+    pub max_streams: Option<usize>,
 }
 
 impl Default for Limits {
@@ -35,6 +39,7 @@ impl Default for Limits {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_streams: None,
         }
     }
 }
@@ -49,6 +54,12 @@ pub struct RawLimits {
     pub heartbeat_interval: Option<Spanned<String>>,
     pub max_event_bytes: Option<Spanned<u64>>,
     pub max_request_bytes: Option<Spanned<u64>>,
+    /// Global in `[limits]`, a route's own cap in `[routes.limits]` (`super::admission`).
+    pub max_streams: Option<Spanned<u64>>,
+    /// Server-wide: `[limits]` and the flags only (`super::admission`).
+    pub max_buffered_request_bytes: Option<Spanned<u64>>,
+    pub request_header_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<u64>>,
 }
 
 /// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.

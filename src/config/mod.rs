@@ -3,12 +3,13 @@
 //! file, line, column and key, every problem at once.
 //!
 //! The file is read into `raw::RawConfig` (serde over `toml_edit`, spans kept; `part`), then
-//! checked and resolved by one module per reason to change: `server`, `limits`, `routes` (with
-//! `dialects`, `aap_face`, [`aap_client`], `forwarding`, and `cors`, `auth`, `upstream_auth` for
-//! who may call a route and what it sends upstream; `faces` for what an AAP face's routes
-//! share), `tls` (the listener's and the upstreams'), `sessions`, `mappings`. The single-route
-//! flags become a raw route too (`flags`), built by the same code as the file's routes.
-//! `problems` says how problems are reported.
+//! checked and resolved by one module per reason to change: `server`, `limits` (and
+//! `admission`, what the gateway lets in at once), `routes` (with `dialects`, `aap_face`,
+//! [`aap_client`], `forwarding`, and `cors`, `auth`, `upstream_auth` for who may call a route
+//! and what it sends upstream; `faces` for what an AAP face's routes share), `tls` (the
+//! listener's and the upstreams'), `sessions`, `mappings`. The single-route flags become a raw
+//! route too (`flags`), built by the same code as the file's routes. `problems` says how
+//! problems are reported.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use crate::session::SessionLimits;
 
 pub mod aap_client;
 mod aap_face;
+mod admission;
 mod auth;
 mod cors;
 mod dialects;
@@ -38,6 +40,10 @@ mod upstream_auth;
 
 pub use aap_client::AapUpstream;
 pub use aap_face::{AapAgent, AAP_API_KEYS_ENV, DEFAULT_AGENT_VERSION};
+pub use admission::{
+    Admission, DEFAULT_MAX_BUFFERED_REQUEST_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_STREAMS,
+    DEFAULT_REQUEST_HEADER_TIMEOUT,
+};
 pub use auth::{parse_jwks, Auth, Jwks, Jwt, Secret};
 pub use cors::{AllowedOrigins, Cors, DEFAULT_ALLOW_HEADERS};
 pub use flags::Overrides;
@@ -75,6 +81,9 @@ pub struct Config {
     pub tls: Option<crate::tls::ListenerTls>,
     /// Peers whose forwarding headers are believed (`trusted_proxies`).
     pub trusted_proxies: TrustedProxies,
+    /// What the gateway lets in at once (`[limits]`: streams, buffered request bytes,
+    /// connections, the request header timeout).
+    pub admission: Admission,
 }
 
 /// A configuration problem; `Display` is what the operator reads.
@@ -122,6 +131,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         .as_deref()
         .map(|k| split_keys(k).collect())
         .unwrap_or_default();
+    let admission = admission::admission(&mut p, &mut f, &raw.limits, &overrides.limits);
     let defaults = Defaults {
         limits: limits::limits(&mut f, &Keys::flags(), &overrides.limits, file_limits),
         api_keys: &api_keys,
@@ -195,6 +205,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         sessions,
         tls: server.tls,
         trusted_proxies,
+        admission,
     })
 }
 

@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use super::aap_client::{aap_upstream, AapUpstream, RawAapUpstream};
 use super::aap_face::{aap_agent, AapAgent, RawAap};
+use super::admission::route_max_streams;
 use super::auth::{auth, Auth, RawAuth, Secret};
 use super::cors::{cors, Cors, RawCors};
 use super::dialects::{agui_options, hai_options, unknown_fields, RawAguiOptions, RawHaiOptions};
@@ -130,7 +131,8 @@ pub(super) fn build(
         .as_ref()
         .map(|u| matches!(u, Upstream::Url(uri) if is_https(uri)));
     let tls = client_tls(p, &keys.table("tls"), raw.tls.as_ref(), at.clone(), https);
-    let limits = limits(p, &keys.table("limits"), &raw.limits, defaults.limits);
+    let mut limits = limits(p, &keys.table("limits"), &raw.limits, defaults.limits);
+    limits.max_streams = route_max_streams(p, &keys.table("limits"), &raw.limits);
     let unknown_fields = unknown_fields(p, &keys.key("unknown_fields"), &raw.unknown_fields);
     let (reader, request_profile) = agui_options(p, &keys.table("agui"), &raw.agui);
     let hai = hai_options(p, &keys.table("hai"), &raw.hai);

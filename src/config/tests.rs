@@ -1249,3 +1249,113 @@ fn an_aap_face_folds_its_keys_into_auth_and_its_routes_share_it() {
         .auth
         .is_none());
 }
+
+/// `text` as a config file, with `overrides` (flags) over it.
+fn file_with(text: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("dp-admission-{}-{call}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dialect-proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    let result = load(Some(&path), overrides);
+    std::fs::remove_dir_all(&dir).unwrap();
+    result
+}
+
+#[test]
+fn admission_limits_default_then_file_then_flags() {
+    let c = load(None, &flags(BUILTIN_DEMO)).unwrap();
+    assert_eq!(c.admission, Admission::default());
+    assert_eq!(c.admission.max_streams, 10_000);
+    assert_eq!(c.admission.max_buffered_request_bytes, 64 << 20);
+    assert_eq!(c.admission.request_header_timeout, Duration::from_secs(10));
+    assert_eq!(c.admission.max_connections, 10_000);
+    assert_eq!(c.routes[0].limits.max_streams, None);
+
+    let text = "[limits]\nmax_streams = 100\nmax_buffered_request_bytes = 1048576\n\
+                request_header_timeout = \"2s\"\nmax_connections = 50\n\
+                [[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
+                [routes.limits]\nmax_streams = 5\n\
+                [[routes]]\npath = \"/b\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
+    let c = file(text).unwrap();
+    assert_eq!(
+        c.admission,
+        Admission {
+            max_streams: 100,
+            max_buffered_request_bytes: 1 << 20,
+            request_header_timeout: Duration::from_secs(2),
+            max_connections: 50,
+        }
+    );
+    assert_eq!(c.route("/a").unwrap().limits.max_streams, Some(5));
+    // The global cap is the gateway's, not a default every route inherits.
+    assert_eq!(c.route("/b").unwrap().limits.max_streams, None);
+
+    let mut o = Overrides::default();
+    o.limits.max_streams = Some(Spanned::new(0..0, 7));
+    o.limits.request_header_timeout = Some(Spanned::new(0..0, "500ms".into()));
+    let c = file_with(text, &o).unwrap();
+    assert_eq!(c.admission.max_streams, 7);
+    assert_eq!(
+        c.admission.request_header_timeout,
+        Duration::from_millis(500)
+    );
+    assert_eq!(c.admission.max_connections, 50, "from the file");
+    assert_eq!(c.route("/a").unwrap().limits.max_streams, Some(5));
+}
+
+#[test]
+fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
+    let err = file(
+        "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
+         [routes.limits]\nmax_streams = 3\nmax_connections = 10\n\
+         max_buffered_request_bytes = 1048576\nrequest_header_timeout = \"1s\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        ":7:19: routes[0].limits.max_connections: is server-wide: set it in [limits]",
+        ":8:30: routes[0].limits.max_buffered_request_bytes: is server-wide",
+        ":9:26: routes[0].limits.request_header_timeout: is server-wide",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+    assert!(!err.contains("max_streams"), "valid in a route: {err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+}
+
+#[test]
+fn bad_admission_values_are_reported_at_their_place_and_under_their_flag() {
+    let routes = "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
+    let err = file(&format!(
+        "[limits]\nmax_streams = 0\nmax_buffered_request_bytes = 5000000000\n\
+         request_header_timeout = \"soon\"\nmax_connections = 0\n{routes}\
+         [routes.limits]\nmax_streams = 0\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        ":2:15: limits.max_streams: must be at least 1",
+        ":3:30: limits.max_buffered_request_bytes: must be between 64 and 4294967295 bytes",
+        ":4:26: limits.request_header_timeout: invalid duration \"soon\"",
+        ":5:19: limits.max_connections: must be at least 1",
+        ":11:15: routes[0].limits.max_streams: must be at least 1",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+    let mut o = flags(BUILTIN_DEMO);
+    o.limits.max_streams = Some(Spanned::new(0..0, 0));
+    o.limits.max_buffered_request_bytes = Some(Spanned::new(0..0, 10));
+    o.limits.request_header_timeout = Some(Spanned::new(0..0, "never".into()));
+    o.limits.max_connections = Some(Spanned::new(0..0, 0));
+    let err = flag_error(&o);
+    for expected in [
+        "flags: --max-streams: must be at least 1",
+        "flags: --max-buffered-request-bytes: must be between 64 and 4294967295 bytes",
+        "flags: --request-header-timeout: invalid duration \"never\"",
+        "flags: --max-connections: must be at least 1",
+    ] {
+        assert!(err.contains(expected), "{expected}\n---\n{err}");
+    }
+}

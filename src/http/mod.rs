@@ -5,7 +5,8 @@
 //! - [`relay`]: the handle faces get — open a route's upstream, build its pipeline and body.
 //! - [`upstream`]: the pooled upstream client and its failures before the body.
 //! - [`body`]: [`body::TranslatingBody`], the only async piece of a translated stream.
-//! - [`request_body`]: client request bodies, bounded in size and time.
+//! - [`request_body`]: client request bodies, bounded in size and time, and the gateway-wide
+//!   budget of buffered request bytes.
 //! - [`response`]: the response body type, success shapes, and [`response::Refusal`].
 //! - [`headers`]: which client headers reach the upstream (hop-by-hop filtering, cookies, a
 //!   route's allowlist, the forwarding headers), and the SSE response headers.

@@ -14,16 +14,20 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use super::accept::AcceptBackoff;
 use super::Shared;
 
 /// Serves the admin endpoints until the task is dropped.
 pub async fn serve_admin(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
+    let mut backoff = AcceptBackoff::default();
     loop {
         let (stream, _) = match listener.accept().await {
-            Ok(pair) => pair,
+            Ok(pair) => {
+                backoff.succeeded();
+                pair
+            }
             Err(error) => {
-                tracing::warn!(%error, "admin accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(backoff.failed(&error)).await;
                 continue;
             }
         };

@@ -1,15 +1,18 @@
 //! One accepted connection, from its socket to the end of its HTTP, in its own task: the
 //! accept loop only hands sockets over ([`Connections::spawn`]).
 //!
-//! 1. **TLS** (when the listener has `tls_cert`/`tls_key`): the handshake runs here, never in
-//!    the accept loop, and is bounded by [`TLS_HANDSHAKE_TIMEOUT`]: a client that opens TCP
-//!    and never completes it (never sends a ClientHello, stops halfway) is closed then. A
-//!    failed handshake is the client's business and logged at debug.
-//! 2. **HTTP**: hyper-util's auto builder serves HTTP/1.1 or HTTP/2 by the connection's
+//! 1. **Deadline**: the whole task, from accept, runs under `request_header_timeout` until the
+//!    service sees the first request head ([`accept::until_first_head`]), so a client that
+//!    opens TCP and never completes a TLS handshake or never sends a request head is closed
+//!    then. The connection holds its [`ConnectionSlot`] (`max_connections`) until it ends.
+//! 2. **TLS** (when the listener has `tls_cert`/`tls_key`): the handshake runs here, never in
+//!    the accept loop. A failed handshake is the client's business and logged at debug.
+//! 3. **HTTP**: hyper-util's auto builder serves HTTP/1.1 or HTTP/2 by the connection's
 //!    preface. Under TLS the client speaks what ALPN chose (`h2` preferred, `http/1.1`); in
 //!    plaintext HTTP/2 needs prior knowledge (h2c). Writes go through the [`StallGuard`]
-//!    below TLS, so a client that stops reading is given up as on plaintext.
-//! 3. **Shutdown**: each connection holds a graceful-shutdown watcher from the moment it is
+//!    below TLS, so a client that stops reading is given up as on plaintext. Every request
+//!    carries its [`ClientAddr`] and, under TLS, [`Proto::Https`] as extensions.
+//! 4. **Shutdown**: each connection holds a graceful-shutdown watcher from the moment it is
 //!    accepted, so a drain also waits for a handshake in flight (bounded as above).
 
 use std::convert::Infallible;
@@ -28,13 +31,13 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
+use super::accept::{until_first_head, ConnectionSlot, FirstHead};
 use super::Router;
+use crate::http::headers::Proto;
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
+use crate::telemetry::metrics::Metrics;
 use crate::tls::ListenerTls;
-
-/// How long a client has, from the accepted TCP connection, to complete its TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the connections of one listener share. Cheap to clone.
 #[derive(Clone)]
@@ -43,6 +46,9 @@ pub(super) struct Connections {
     protocols: Arc<auto::Builder<TokioExecutor>>,
     tls: Option<TlsAcceptor>,
     stall_timeout: Duration,
+    /// From accept to the first request head (`request_header_timeout`).
+    header_timeout: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Connections {
@@ -51,50 +57,87 @@ impl Connections {
         protocols: auto::Builder<TokioExecutor>,
         tls: Option<&ListenerTls>,
         stall_timeout: Duration,
+        header_timeout: Duration,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Connections {
             router,
             protocols: Arc::new(protocols),
             tls: tls.map(|tls| TlsAcceptor::from(Arc::clone(&tls.config))),
             stall_timeout,
+            header_timeout,
+            metrics,
         }
     }
 
-    /// Serves `stream` in a task of its own; `watcher` keeps a graceful shutdown waiting until
-    /// the connection is done.
-    pub fn spawn(&self, stream: TcpStream, peer: SocketAddr, watcher: Watcher) {
+    /// Serves `stream` in a task of its own, holding `slot` until it ends; `watcher` keeps a
+    /// graceful shutdown waiting until the connection is done.
+    pub fn spawn(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        watcher: Watcher,
+        slot: ConnectionSlot,
+    ) {
         let span = tracing::debug_span!("conn", client.addr = %peer);
-        tokio::spawn(self.clone().serve(stream, peer, watcher).instrument(span));
+        let this = self.clone();
+        tokio::spawn(
+            async move {
+                let _slot = slot;
+                let first_head = FirstHead::default();
+                let serve = this
+                    .clone()
+                    .serve(stream, peer, watcher, first_head.clone());
+                if until_first_head(this.header_timeout, &first_head, serve)
+                    .await
+                    .is_none()
+                {
+                    this.metrics.header_timeout();
+                    tracing::debug!(
+                        timeout_ms = this.header_timeout.as_millis() as u64,
+                        "connection closed: no request head within request_header_timeout"
+                    );
+                }
+            }
+            .instrument(span),
+        );
     }
 
-    async fn serve(self, stream: TcpStream, peer: SocketAddr, watcher: Watcher) {
+    async fn serve(self, stream: TcpStream, peer: SocketAddr, watcher: Watcher, seen: FirstHead) {
         let _ = stream.set_nodelay(true);
         let stream = StallGuard::new(stream, self.stall_timeout);
         let Some(acceptor) = &self.tls else {
-            return self.http(stream, peer, watcher).await;
+            return self.http(stream, peer, watcher, seen, None).await;
         };
-        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Ok(Ok(stream)) => {
+        match acceptor.accept(stream).await {
+            Ok(stream) => {
                 let (_, session) = stream.get_ref();
                 let alpn = session.alpn_protocol().map(String::from_utf8_lossy);
                 tracing::trace!(alpn = alpn.as_deref().unwrap_or("none"), "TLS established");
-                self.http(stream, peer, watcher).await;
+                self.http(stream, peer, watcher, seen, Some(Proto::Https))
+                    .await;
             }
-            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-            Err(_) => tracing::debug!(
-                timeout_s = TLS_HANDSHAKE_TIMEOUT.as_secs_f64(),
-                "TLS handshake not completed in time; connection closed"
-            ),
+            Err(error) => tracing::debug!(%error, "TLS handshake failed"),
         }
     }
 
-    async fn http<S>(&self, stream: S, peer: SocketAddr, watcher: Watcher)
-    where
+    async fn http<S>(
+        &self,
+        stream: S,
+        peer: SocketAddr,
+        watcher: Watcher,
+        seen: FirstHead,
+        proto: Option<Proto>,
+    ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let router = Arc::clone(&self.router);
         let service = service_fn(move |mut request: Request<Incoming>| {
+            seen.seen();
             request.extensions_mut().insert(ClientAddr(peer));
+            if let Some(proto) = proto {
+                request.extensions_mut().insert(proto);
+            }
             let router = Arc::clone(&router);
             async move { Ok::<_, Infallible>(router.handle(request).await) }
         });
@@ -102,6 +145,14 @@ impl Connections {
             .protocols
             .serve_connection(TokioIo::new(stream), service);
         if let Err(error) = watcher.watch(connection).await {
+            // hyper's own header timeout (a keep-alive connection's next head, or a first head
+            // it raced ours to) is the same limit.
+            if error
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_timeout)
+            {
+                self.metrics.header_timeout();
+            }
             tracing::debug!(%error, "connection ended with an error");
         }
     }

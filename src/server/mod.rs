@@ -2,13 +2,20 @@
 //! place where refusals become HTTP responses ([`refusal`]). Below it, `http` is the leaf
 //! layer every face uses; beside it, `adapters` holds the faces that keep state (AAP).
 //!
+//! One connection: a slot under `max_connections` is taken before it is accepted, and its
+//! first request head must arrive within `request_header_timeout` of the accept, else it is
+//! closed (`connection`).
+//!
 //! One request, phase by phase:
 //! 1. **Route**: longest path prefix (404 otherwise), then the route's [`front`]: CORS
-//!    (preflights answered there), then authentication (401, or the request's `Principal`).
-//!    An AAP client's route goes on to the AAP face (`adapters::aap_server`); any other takes
-//!    only `POST` (405 otherwise).
-//! 2. **Read the body**, bounded by `max_request_bytes` (413), and parse it with the client
-//!    dialect's request reader (400 naming the field).
+//!    (preflights answered there), then authentication (401, or the request's `Principal`),
+//!    then **admission**: a permit under the global and the route's `max_streams`, held by the
+//!    response body until it ends (503 `OVERLOADED` with `Retry-After` otherwise;
+//!    `admission`). An AAP client's route goes on to the AAP face (`adapters::aap_server`);
+//!    any other takes only `POST` (405 otherwise).
+//! 2. **Read the body**, bounded by `max_request_bytes` (413, at once when `Content-Length`
+//!    declares more) and by the gateway's `max_buffered_request_bytes` (503 `OVERLOADED`),
+//!    and parse it with the client dialect's request reader (400 naming the field).
 //! 3. **Upstream request**: an AAP upstream goes to the AAP client (`adapters::aap_client`);
 //!    any other gets the canonical input in its dialect, end-to-end headers forwarded
 //!    (hop-by-hop not; cookies, forwarding headers and a route's allowlist as
@@ -31,6 +38,8 @@
 //! `tls_cert`/`tls_key`, HTTPS instead, HTTP/2 or HTTP/1.1 by ALPN. Each accepted connection is
 //! served by its own task (`connection`: TLS handshake under a deadline, then HTTP).
 
+mod accept;
+mod admission;
 pub mod admin;
 mod connection;
 mod front;
@@ -56,12 +65,13 @@ use crate::dialect::{input_for_upstream, read_request, Dialect};
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::Source;
 use crate::http::relay::Relay;
-use crate::http::request_body::read_body;
+use crate::http::request_body::{read_body, BodyBudget};
 use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::session::{MemoryStore, Principal, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
+use accept::{AcceptBackoff, ConnectionSlots};
+use admission::Streams;
 use connection::Connections;
-pub use connection::TLS_HANDSHAKE_TIMEOUT;
 
 /// Shared state of the server: read-only but for the session store.
 struct Gateway {
@@ -74,6 +84,10 @@ struct Gateway {
     /// Runs whose store marks are still being ended (AAP turns and thread runs).
     settling: Arc<Settling>,
     metrics: Arc<Metrics>,
+    /// The caps on requests answered at once (`max_streams`).
+    streams: Streams,
+    /// The bytes of request bodies being read at once (`max_buffered_request_bytes`).
+    budget: BodyBudget,
 }
 
 /// The gateway and the front of each route (by route path), which answer requests.
@@ -133,8 +147,16 @@ impl Server {
             draining,
             config.trusted_proxies.clone(),
         );
+        let streams = Streams::new(
+            config.admission.max_streams,
+            &config.routes,
+            &shared.metrics,
+        );
+        let budget = BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics);
         let gateway = Arc::new(Gateway {
             relay,
+            streams,
+            budget,
             aap_client: AapClient::new(Arc::clone(&store), Arc::clone(&settling)),
             store,
             config,
@@ -165,30 +187,59 @@ impl Server {
         } = self;
         let drain_timeout = router.gateway.config.drain_timeout;
         let stall_timeout = router.gateway.config.stall_timeout;
+        let admission = router.gateway.config.admission;
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex;
         // under TLS, either by ALPN.
         let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        protocols.http1().timer(TokioTimer::new());
+        // The later request heads of a keep-alive connection; the first is `until_first_head`'s.
+        protocols
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(admission.request_header_timeout);
         protocols.http2().timer(TokioTimer::new());
         let tls = router.gateway.config.tls.clone();
-        let connections = Connections::new(router, protocols, tls.as_ref(), stall_timeout);
+        let connections = Connections::new(
+            router,
+            protocols,
+            tls.as_ref(),
+            stall_timeout,
+            admission.request_header_timeout,
+            Arc::clone(&shared.metrics),
+        );
+        let slots =
+            ConnectionSlots::new(admission.max_connections, shared.metrics.connections_open());
+        let mut backoff = AcceptBackoff::default();
         tokio::pin!(shutdown);
-        loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        // Per-connection failures (reset before accept, fd pressure) must not stop
-                        // the server; back off briefly so a persistent one cannot spin.
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
+        'serve: loop {
+            // A slot first: at max_connections, new clients wait in the listen backlog.
+            let slot = tokio::select! {
+                slot = slots.take() => slot,
+                () = &mut shutdown => break 'serve,
             };
-            connections.spawn(stream, peer, graceful.watcher());
+            let (stream, peer) = loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    () = &mut shutdown => break 'serve,
+                };
+                match accepted {
+                    Ok(pair) => {
+                        backoff.succeeded();
+                        break pair;
+                    }
+                    Err(error) => {
+                        // Per-connection failures and descriptor exhaustion must not stop the
+                        // server, nor make it spin on a listener that stays readable.
+                        shared.metrics.accept_error();
+                        let wait = backoff.failed(&error);
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = &mut shutdown => break 'serve,
+                        }
+                    }
+                }
+            };
+            connections.spawn(stream, peer, graceful.watcher(), slot.accepted());
         }
         shared.ready.store(false, Ordering::SeqCst);
         tracing::info!(
@@ -222,6 +273,18 @@ impl Router {
                 .refused("", ErrorCode::NotFound.label());
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
+        };
+        let permit = match self.gateway.streams.admit(route) {
+            Ok(permit) => permit,
+            Err(failure) => {
+                // Counted in the metrics; a line per refusal would flood the log under the very
+                // load it refuses.
+                tracing::debug!(route = %route.path, message = %failure.message, "request refused: overloaded");
+                self.gateway
+                    .metrics
+                    .refused(&route.path, failure.code.label());
+                return refusal::refused(route.client, failure.into());
+            }
         };
         let span = tracing::info_span!(
             "request",
@@ -259,7 +322,7 @@ impl Router {
                 tracing::info!(status = response.status().as_u16(), "request answered")
             });
         }
-        response
+        admission::hold(response, permit)
     }
 }
 
@@ -271,8 +334,13 @@ impl Gateway {
         // Which face serves the client: a new dialect must choose here (no wildcard arm).
         let result = match route.client {
             Dialect::Aap => {
-                let face =
-                    aap_server::Face::of(&self.config.routes, route, &self.store, &self.settling);
+                let face = aap_server::Face::of(
+                    &self.config.routes,
+                    route,
+                    &self.store,
+                    &self.settling,
+                    &self.budget,
+                );
                 aap_server::handle(&face, &self.relay, request).await
             }
             Dialect::AgUi | Dialect::Hai => self.stream(route, request, span.clone()).await,
@@ -284,6 +352,9 @@ impl Gateway {
                 match failure.code.fault() {
                     crate::error::Fault::Client => {
                         tracing::debug!(code = %failure.code, message = %failure.message, "request refused")
+                    }
+                    _ if failure.code == ErrorCode::Overloaded => {
+                        tracing::debug!(code = %failure.code, message = %failure.message, "request refused: overloaded")
                     }
                     _ => {
                         tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused before the stream")
@@ -315,10 +386,12 @@ impl Gateway {
             });
         }
         let (parts, body) = request.into_parts();
-        let body = read_body(body, route.limits.max_request_bytes).await?;
+        let body = read_body(body, route.limits.max_request_bytes, &self.budget).await?;
         let mut new_id = || uuid::Uuid::new_v4().to_string();
         let codecs = self.relay.codecs(route, &[]);
         let mut input = read_request(route.client, &body, &codecs, &mut new_id)?;
+        // Parsed: its bytes go back to the budget before the upstream is called.
+        drop(body);
         input_for_upstream(route.client, route.upstream_dialect, &mut input);
         span.record("thread_id", input.thread_id.as_str());
         span.record("run_id", input.run_id.as_str());

@@ -1,9 +1,10 @@
 //! The one place where a refusal becomes an HTTP response, in the client dialect's error
 //! shape: AG-UI and HAI clients get `{"error":{"code","message"}}`, AAP clients
 //! `{"error":"<CODE>: <message>"}` (`aap.md` §2); the status comes from the error code, `Allow`
-//! from the refusal, and a 401 names the Bearer scheme and the realm (the front adds
-//! `error="invalid_token"` when a credential was rejected). A failure's message is already safe
-//! to show (no upstream text, no internal address: `http::upstream`); nothing else is added.
+//! from the refusal, a 401 names the Bearer scheme and the realm (the front adds
+//! `error="invalid_token"` when a credential was rejected), and a 503 `OVERLOADED` says when to
+//! come back (`Retry-After`, [`OVERLOADED_RETRY_AFTER_SECS`]). A failure's message is already
+//! safe to show (no upstream text, no internal address: `http::upstream`); nothing else is added.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
@@ -13,6 +14,10 @@ use crate::auth::AuthError;
 use crate::dialect::Dialect;
 use crate::error::ErrorCode;
 use crate::http::response::{full, json, Refusal, ResponseBody};
+
+/// The `Retry-After` of an `OVERLOADED` refusal, in seconds: streams end and bodies are read
+/// within seconds, so a client may come back soon.
+pub const OVERLOADED_RETRY_AFTER_SECS: u32 = 1;
 
 /// The response for `refusal`, before any body byte, as a `client` expects it.
 pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
@@ -36,6 +41,12 @@ pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, AuthError::Missing.challenge());
+    }
+    if failure.code == ErrorCode::Overloaded {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(OVERLOADED_RETRY_AFTER_SECS),
+        );
     }
     response
 }

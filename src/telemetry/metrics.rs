@@ -56,6 +56,11 @@ struct StoreLabels {
     op: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: String,
+}
+
 type DurationFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -76,6 +81,55 @@ pub struct Metrics {
     heartbeats: Family<RouteLabels, Counter>,
     stream_duration: DurationFamily,
     store_errors: Family<StoreLabels, Counter>,
+    admission: AdmissionMetrics,
+}
+
+/// What admission control counts: requests holding a stream permit, refusals by the limit
+/// reached, buffered request bytes, open connections, and what the accept loop went through.
+#[derive(Default)]
+struct AdmissionMetrics {
+    streams_admitted: Family<RouteLabels, Gauge>,
+    overloaded: Family<LimitLabels, Counter>,
+    request_body_bytes: Gauge,
+    connections_open: Gauge,
+    header_timeouts: Counter,
+    accept_errors: Counter,
+}
+
+impl AdmissionMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "streams_admitted",
+            "Requests holding a stream permit now (max_streams), by route",
+            self.streams_admitted.clone(),
+        );
+        registry.register(
+            "requests_overloaded",
+            "Requests refused with 503 OVERLOADED, by the limit reached",
+            self.overloaded.clone(),
+        );
+        registry.register_with_unit(
+            "request_body_buffered",
+            "Request body bytes reserved now (max_buffered_request_bytes)",
+            Unit::Bytes,
+            self.request_body_bytes.clone(),
+        );
+        registry.register(
+            "connections_open",
+            "Client connections open now (max_connections)",
+            self.connections_open.clone(),
+        );
+        registry.register(
+            "request_header_timeouts",
+            "Connections closed for sending no request head within request_header_timeout",
+            self.header_timeouts.clone(),
+        );
+        registry.register(
+            "accept_errors",
+            "Failed accepts on the listener (descriptor exhaustion among them)",
+            self.accept_errors.clone(),
+        );
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -173,6 +227,8 @@ impl Metrics {
             "Session store operations that failed after the client was answered (commits of turns and thread records), by operation",
             store_errors.clone(),
         );
+        let admission = AdmissionMetrics::default();
+        admission.register(&mut registry);
         Arc::new(Metrics {
             registry,
             streams_active,
@@ -185,6 +241,7 @@ impl Metrics {
             heartbeats,
             stream_duration,
             store_errors,
+            admission,
         })
     }
 
@@ -212,6 +269,48 @@ impl Metrics {
                 code: code.into(),
             })
             .inc();
+    }
+
+    /// The gauge of requests holding a stream permit on `route`; the permit's holder
+    /// increments it and decrements it when let go.
+    pub fn streams_admitted(&self, route: &str) -> Gauge {
+        self.admission
+            .streams_admitted
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .clone()
+    }
+
+    /// A request refused with `OVERLOADED`; `limit` names the limit reached (`max_streams`,
+    /// `routes.limits.max_streams`, `max_buffered_request_bytes`).
+    pub fn overloaded(&self, limit: &'static str) {
+        self.admission
+            .overloaded
+            .get_or_create(&LimitLabels {
+                limit: limit.into(),
+            })
+            .inc();
+    }
+
+    /// The gauge of request body bytes reserved in the budget.
+    pub fn request_body_bytes(&self) -> Gauge {
+        self.admission.request_body_bytes.clone()
+    }
+
+    /// The gauge of open client connections.
+    pub fn connections_open(&self) -> Gauge {
+        self.admission.connections_open.clone()
+    }
+
+    /// A connection closed by `request_header_timeout`.
+    pub fn header_timeout(&self) {
+        self.admission.header_timeouts.inc();
+    }
+
+    /// A failed accept on the listener.
+    pub fn accept_error(&self) {
+        self.admission.accept_errors.inc();
     }
 
     /// Starts recording a stream; the guard records `cancelled` if dropped unfinished.

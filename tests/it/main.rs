@@ -17,6 +17,7 @@ mod aap_upstream;
 mod aap_upstream_real_client;
 mod aap_upstream_requests;
 mod admin;
+mod admission;
 mod auth;
 mod cors;
 mod golden_aap;

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dialect_proxy::server::TLS_HANDSHAKE_TIMEOUT;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
@@ -383,10 +382,21 @@ async fn a_replaced_certificate_is_served_to_new_connections() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_that_never_says_hello_is_closed_within_the_handshake_bound() {
+async fn a_connection_that_never_says_hello_is_closed_within_the_request_header_timeout() {
     let pki = Pki::new();
     let leaf = pki.server("gateway", GATEWAY_NAMES);
-    let gateway = tls_gateway(&leaf.cert, &leaf.key);
+    // The deadline from accept to the first request head covers the handshake.
+    const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+    let gateway = Gateway::spawn(&[
+        "--upstream",
+        "builtin:demo",
+        "--tls-cert",
+        leaf.cert.to_str().unwrap(),
+        "--tls-key",
+        leaf.key.to_str().unwrap(),
+        "--request-header-timeout",
+        "1s",
+    ]);
 
     let mut silent = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
     let opened = Instant::now();
@@ -405,15 +415,15 @@ async fn a_connection_that_never_says_hello_is_closed_within_the_handshake_bound
     assert_streamed_run(response, RUN).await;
 
     let mut byte = [0u8; 1];
-    let read = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT + PATIENCE, silent.read(&mut byte))
+    let read = tokio::time::timeout(HEADER_TIMEOUT + PATIENCE, silent.read(&mut byte))
         .await
-        .expect("the silent connection is closed within the handshake bound");
+        .expect("the silent connection is closed within the request header timeout");
     assert!(
         matches!(read, Ok(0) | Err(_)),
         "closed without a byte: {read:?}"
     );
     eprintln!(
-        "silent connection closed after {:?} (bound {TLS_HANDSHAKE_TIMEOUT:?})",
+        "silent connection closed after {:?} (bound {HEADER_TIMEOUT:?})",
         opened.elapsed()
     );
 }

@@ -43,6 +43,7 @@ use crate::dialect::aap::PROTOCOL_VERSION;
 use crate::dialect::field_error;
 use crate::error::{ErrorCode, Failure};
 use crate::http::relay::Relay;
+use crate::http::request_body::BodyBudget;
 use crate::http::response::{json as json_response, Refusal, ResponseBody};
 use crate::session::{Principal, Settling, Store, StoreError};
 
@@ -53,6 +54,8 @@ pub(crate) struct Face<'a> {
     pub(crate) store: &'a Arc<dyn Store>,
     /// This process's runs whose marks are still being ended.
     pub(crate) settling: &'a Arc<Settling>,
+    /// The gateway's budget of buffered request bytes, which request bodies are read within.
+    pub(crate) budget: &'a BodyBudget,
 }
 
 impl<'a> Face<'a> {
@@ -62,6 +65,7 @@ impl<'a> Face<'a> {
         route: &'a Route,
         store: &'a Arc<dyn Store>,
         settling: &'a Arc<Settling>,
+        budget: &'a BodyBudget,
     ) -> Face<'a> {
         Face {
             prefix: route.path.trim_end_matches('/'),
@@ -71,6 +75,7 @@ impl<'a> Face<'a> {
                 .collect(),
             store,
             settling,
+            budget,
         }
     }
 

@@ -34,8 +34,9 @@ pub(super) async fn create(
         .map(|r| r.limits.max_request_bytes)
         .max()
         .unwrap_or(crate::config::DEFAULT_MAX_REQUEST_BYTES);
-    let body = read_body(request.into_body(), limit).await?;
+    let body = read_body(request.into_body(), limit, face.budget).await?;
     let create: CreateSession = parse_body(&body)?;
+    drop(body);
     let Some((_, agent)) = face.agent(&create.agent.name) else {
         return Err(Failure::new(
             ErrorCode::NotFound,

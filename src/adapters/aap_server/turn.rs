@@ -86,8 +86,9 @@ pub(super) async fn turn(
             ),
         )
     })?;
-    let body = read_body(body, route.limits.max_request_bytes).await?;
+    let body = read_body(body, route.limits.max_request_bytes, face.budget).await?;
     let turn: TurnRequest = parse_body(&body)?;
+    drop(body);
     if turn.messages.is_empty() {
         return Err(invalid("messages", "a turn needs at least one message"));
     }

@@ -39,11 +39,39 @@ impl Gateway {
     /// [`Gateway::spawn`] with the environment variables `env` set for the child only (the test
     /// process's environment, shared by every test, is left alone).
     pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        Gateway::start(args, env, None)
+    }
+
+    /// [`Gateway::spawn`] with the child's descriptor limit (`RLIMIT_NOFILE`, soft and hard)
+    /// set to `nofile`, as `ulimit -n` would.
+    pub fn spawn_with_nofile(args: &[&str], nofile: u64) -> Gateway {
+        Gateway::start(args, &[], Some(nofile))
+    }
+
+    fn start(args: &[&str], env: &[(&str, &str)], nofile: Option<u64>) -> Gateway {
         let mut full: Vec<String> = vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()];
         full.extend(args.iter().map(|a| a.to_string()));
 
         let inherit = std::env::var("DIALECT_PROXY_TEST_STDERR").is_ok_and(|v| v == "inherit");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"));
+        if let Some(nofile) = nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: nofile as libc::rlim_t,
+                rlim_max: nofile as libc::rlim_t,
+            };
+            // SAFETY: between fork and exec the closure only makes one async-signal-safe call.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = command
             .args(&full)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

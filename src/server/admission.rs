@@ -1,0 +1,219 @@
+//! The cap on requests answered at once: over the whole gateway (`[limits] max_streams`) and
+//! per route (`[routes.limits] max_streams`). Every routed request, whatever its face (an AG-UI
+//! or HAI stream, any AAP endpoint), takes one permit of each before anything else is done for
+//! it; a request beyond either cap is answered at once with 503 `OVERLOADED` and
+//! `Retry-After`.
+//!
+//! The permit is carried by the response body ([`Admitted`]), not by the handler's future: a
+//! stream is open for as long as its body is, and letting go at the response headers (as
+//! tower's concurrency limit does) would not bound streams at all. It is given back when the
+//! body ends, or when hyper drops it because the client went away.
+//!
+//! Routes sharing a path (the agents of one AAP face) share one count, bounded by the
+//! smallest `max_streams` among them, since a request to the face is counted before it names
+//! an agent.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::Response;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::config::Route;
+use crate::error::{ErrorCode, Failure};
+use crate::http::response::ResponseBody;
+use crate::telemetry::metrics::Metrics;
+
+/// The stream caps of a gateway. See the module docs.
+pub(super) struct Streams {
+    global: Arc<Semaphore>,
+    max_streams: usize,
+    /// Per route path (trailing `/` trimmed), for the routes that set their own cap.
+    routes: HashMap<String, (Arc<Semaphore>, usize)>,
+    metrics: Arc<Metrics>,
+}
+
+impl Streams {
+    pub fn new(max_streams: usize, routes: &[Route], metrics: &Arc<Metrics>) -> Streams {
+        let mut caps: HashMap<String, usize> = HashMap::new();
+        for route in routes {
+            if let Some(cap) = route.limits.max_streams {
+                let slot = caps.entry(path_key(&route.path)).or_insert(cap);
+                *slot = (*slot).min(cap);
+            }
+        }
+        Streams {
+            global: Arc::new(Semaphore::new(max_streams.min(Semaphore::MAX_PERMITS))),
+            max_streams,
+            routes: caps
+                .into_iter()
+                .map(|(path, cap)| {
+                    let semaphore = Arc::new(Semaphore::new(cap.min(Semaphore::MAX_PERMITS)));
+                    (path, (semaphore, cap))
+                })
+                .collect(),
+            metrics: Arc::clone(metrics),
+        }
+    }
+
+    /// A permit for one request on `route`, or the refusal.
+    pub fn admit(&self, route: &Route) -> Result<StreamPermit, Failure> {
+        let route_permit = match self.routes.get(&path_key(&route.path)) {
+            Some((semaphore, cap)) => match Arc::clone(semaphore).try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    self.metrics.overloaded("routes.limits.max_streams");
+                    return Err(Failure::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "{} requests are open on {} already (its max_streams); retry later",
+                            cap, route.path
+                        ),
+                    ));
+                }
+            },
+            None => None,
+        };
+        let Ok(global) = Arc::clone(&self.global).try_acquire_owned() else {
+            self.metrics.overloaded("max_streams");
+            return Err(Failure::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "the gateway has {} requests open already (max_streams); retry later",
+                    self.max_streams
+                ),
+            ));
+        };
+        let gauge = self.metrics.streams_admitted(&route.path);
+        gauge.inc();
+        Ok(StreamPermit {
+            _global: global,
+            _route: route_permit,
+            gauge,
+        })
+    }
+}
+
+fn path_key(path: &str) -> String {
+    path.trim_end_matches('/').to_owned()
+}
+
+/// One admitted request's place under the caps; given back on drop.
+#[derive(Debug)]
+pub(super) struct StreamPermit {
+    _global: OwnedSemaphorePermit,
+    _route: Option<OwnedSemaphorePermit>,
+    gauge: Gauge,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// A response body holding its request's [`StreamPermit`] until the body ends or is dropped.
+pub(super) struct Admitted {
+    /// Declared first, so dropped first: the place is free by the time the upstream sees its
+    /// connection close.
+    permit: Option<StreamPermit>,
+    inner: ResponseBody,
+}
+
+/// `response` with `permit` carried by its body.
+pub(super) fn hold(
+    response: Response<ResponseBody>,
+    permit: StreamPermit,
+) -> Response<ResponseBody> {
+    response.map(|inner| {
+        Admitted {
+            inner,
+            permit: Some(permit),
+        }
+        .boxed_unsync()
+    })
+}
+
+impl Body for Admitted {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.permit = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load, Overrides};
+    use http_body_util::Full;
+
+    fn one_route_capped_at(max_streams: u64) -> (Streams, Route, Arc<Metrics>) {
+        let mut overrides = Overrides {
+            upstream: Some(crate::config::BUILTIN_DEMO.into()),
+            ..Overrides::default()
+        };
+        overrides.limits.max_streams = Some(toml::Spanned::new(0..0, max_streams));
+        let config = load(None, &overrides).unwrap();
+        let metrics = Metrics::new();
+        let streams = Streams::new(config.admission.max_streams, &config.routes, &metrics);
+        (streams, config.routes[0].clone(), metrics)
+    }
+
+    fn response() -> Response<ResponseBody> {
+        Response::new(Full::new(Bytes::from_static(b"x")).boxed_unsync())
+    }
+
+    #[tokio::test]
+    async fn the_permit_lives_as_long_as_the_body_and_no_longer() {
+        let (streams, route, metrics) = one_route_capped_at(1);
+        let held = hold(response(), streams.admit(&route).unwrap());
+        let refused = streams.admit(&route).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Overloaded);
+        assert!(refused.message.contains("1 requests open"), "{refused}");
+        let mut body = held.into_body();
+        assert!(body.frame().await.is_some());
+        assert!(streams.admit(&route).is_err(), "still streaming");
+        assert!(body.frame().await.is_none());
+        let again = streams
+            .admit(&route)
+            .expect("released at the end of the body");
+        drop(hold(response(), again));
+        assert!(
+            streams.admit(&route).is_ok(),
+            "released when the body is dropped unread"
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains("dialect_proxy_requests_overloaded_total{limit=\"max_streams\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dialect_proxy_streams_admitted{route=\"/\"} 0"),
+            "{text}"
+        );
+    }
+}
