@@ -11,12 +11,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use dialect_proxy::session::Principal;
-use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use support::aap::AapClient;
 use support::aap_agent::AapAgent;
+use support::jwt::{jwks, SigningKey};
 use support::{run_input, send, Gateway, Request, Response, Script, ScriptedUpstream, PATIENCE};
 
 const ISSUER: &str = "https://idp.test";
@@ -50,48 +50,6 @@ impl Drop for Files {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// An EC P-256 signing key generated for the test, and its public JWK under `kid`.
-struct SigningKey {
-    kid: String,
-    encoding: EncodingKey,
-    public_pem: String,
-    jwk: Jwk,
-}
-
-impl SigningKey {
-    fn generate(kid: &str) -> SigningKey {
-        let pair = rcgen::KeyPair::generate().expect("generate a P-256 key");
-        let encoding =
-            EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).expect("a PKCS#8 EC key");
-        let mut jwk = Jwk::from_encoding_key(&encoding, Algorithm::ES256).expect("its JWK");
-        jwk.common.key_id = Some(kid.to_owned());
-        SigningKey {
-            kid: kid.to_owned(),
-            encoding,
-            public_pem: pair.public_key_pem(),
-            jwk,
-        }
-    }
-
-    /// A token over `claims`, signed with this key, its header naming `kid`.
-    fn sign_as(&self, kid: &str, claims: &Value) -> String {
-        let mut header = Header::new(Algorithm::ES256);
-        header.kid = Some(kid.to_owned());
-        jsonwebtoken::encode(&header, claims, &self.encoding).expect("sign")
-    }
-
-    fn sign(&self, claims: &Value) -> String {
-        self.sign_as(&self.kid, claims)
-    }
-}
-
-fn jwks(keys: &[&SigningKey]) -> String {
-    serde_json::to_string(&JwkSet {
-        keys: keys.iter().map(|k| k.jwk.clone()).collect(),
-    })
-    .expect("a JWKS document")
 }
 
 fn now() -> u64 {

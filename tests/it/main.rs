@@ -19,6 +19,7 @@ mod aap_upstream_requests;
 mod admin;
 mod admission;
 mod auth;
+mod browser;
 mod cors;
 mod golden_aap;
 mod golden_aap_upstream;

@@ -45,8 +45,11 @@ async function sse(response) {
     while ((cut = buffer.indexOf("\\n\\n")) >= 0) {
       const frame = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
-      const data = frame.split("\\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\\n");
-      if (data) events.push(JSON.parse(data));
+      const lines = frame.split("\\n");
+      const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\\n");
+      const name = lines.filter((l) => l.startsWith("event:")).map((l) => l.slice(6).trim())[0];
+      // AG-UI names an event in its data; AAP in the SSE event field.
+      if (data) events.push(name ?? JSON.parse(data).type);
     }
   }
   return events;
@@ -66,7 +69,7 @@ async function agui(cfg, i, key) {
   });
   if (!response.ok) return { status: response.status, body: await response.json() };
   const events = await sse(response);
-  return { status: response.status, types: events.map((e) => e.type) };
+  return { status: response.status, types: events };
 }
 async function aap(cfg) {
   const headers = { "content-type": "application/json", authorization: "Bearer " + cfg.jwt };
@@ -81,7 +84,7 @@ async function aap(cfg) {
   });
   if (!turn.ok) return { status: turn.status, body: await turn.json() };
   const events = await sse(turn);
-  return { status: turn.status, sessionId: session.sessionId, types: events.map((e) => e.type) };
+  return { status: turn.status, sessionId: session.sessionId, types: events };
 }
 window.runAll = async (cfg) => {
   const out = {};

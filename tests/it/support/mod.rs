@@ -10,6 +10,7 @@ pub mod aap_agent;
 pub mod client;
 pub mod gateway;
 pub mod hai;
+pub mod jwt;
 pub mod node;
 pub mod process;
 pub mod python;
