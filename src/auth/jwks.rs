@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -32,6 +33,10 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most a JWKS document may weigh.
 const MAX_JWKS_BYTES: usize = 1 << 20;
 
+/// The client that fetches a JWKS URL: `http://`, or `https://` verified against the system
+/// roots and the `ca_file` of the `jwt` table.
+type JwksClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
 /// See the module docs.
 pub struct KeySet {
     source: Source,
@@ -42,10 +47,7 @@ pub struct KeySet {
 
 enum Source {
     File(std::path::PathBuf),
-    Url {
-        uri: Uri,
-        client: Box<Client<HttpConnector, Empty<Bytes>>>,
-    },
+    Url { uri: Uri, client: Box<JwksClient> },
 }
 
 struct State {
@@ -76,10 +78,10 @@ impl KeySet {
                 KeyRing::new(keys),
                 now + REFRESH_AFTER,
             ),
-            Jwks::Url(uri) => (
+            Jwks::Url { uri, ca_file } => (
                 Source::Url {
                     uri: uri.clone(),
-                    client: Box::new(Client::builder(TokioExecutor::new()).build_http()),
+                    client: Box::new(jwks_client(ca_file.as_deref())),
                 },
                 KeyRing::default(),
                 now,
@@ -198,11 +200,42 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// A client for `http://` and `https://` JWKS URLs. The configuration checked `ca_file`
+/// already; should it fail now, the system roots alone are used and the failure logged.
+fn jwks_client(ca_file: Option<&std::path::Path>) -> JwksClient {
+    use crate::tls::client::{read_roots, ClientFiles, ClientTls};
+    let extra = match ca_file.map(read_roots) {
+        None => Ok(rustls::RootCertStore::empty()),
+        Some(read) => read,
+    };
+    let tls = extra
+        .and_then(|roots| {
+            let files = ClientFiles {
+                ca_file: ca_file.map(ToOwned::to_owned),
+                ..ClientFiles::default()
+            };
+            ClientTls::new(files, roots, None)
+        })
+        .or_else(|error| {
+            tracing::warn!(%error, "the JWKS ca_file could not be used; trusting the system roots");
+            ClientTls::system()
+        });
+    let mut config = match tls {
+        Ok(tls) => rustls::ClientConfig::clone(&tls.config),
+        Err(error) => {
+            tracing::warn!(%error, "no TLS trust for the JWKS URL; https will fail");
+            rustls::ClientConfig::clone(&crate::tls::client::plain_only())
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut connector = HttpConnector::new();
+    connector.enforce_http(false);
+    connector.set_connect_timeout(Some(FETCH_TIMEOUT));
+    Client::builder(TokioExecutor::new()).build(HttpsConnector::from((connector, config)))
+}
+
 /// `GET uri`, a 2xx JWKS document of at most [`MAX_JWKS_BYTES`], within [`FETCH_TIMEOUT`].
-async fn fetch(
-    client: &Client<HttpConnector, Empty<Bytes>>,
-    uri: &Uri,
-) -> Result<jsonwebtoken::jwk::JwkSet, String> {
+async fn fetch(client: &JwksClient, uri: &Uri) -> Result<jsonwebtoken::jwk::JwkSet, String> {
     let request = Request::get(uri.clone())
         .header(header::ACCEPT, HeaderValue::from_static("application/json"))
         .body(Empty::new())

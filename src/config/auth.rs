@@ -4,10 +4,11 @@
 //!
 //! Keys: `api_keys = ["…"]`; `api_keys_env = "VAR"` (more keys, comma-separated, from that
 //! environment variable, which must be set); `jwt = { jwks_file = "keys.json", issuer = "…",
-//! audience = "…" }` or `jwt = { jwks_url = "http://…", issuer, audience }` (exactly one of
+//! audience = "…" }` or `jwt = { jwks_url = "https://…", issuer, audience }` (exactly one of
 //! `jwks_file` and `jwks_url`; `issuer` and `audience` are required). A JWKS file is read and
-//! checked at start-up (a problem when it cannot be read or holds no public key); a URL is
-//! fetched when the first token arrives. An AAP face's `[routes.aap] api_keys`,
+//! checked at start-up (a problem when it cannot be read or holds no public key); a URL
+//! (`http://` or `https://`, verified against the system roots plus the table's optional
+//! `ca_file`) is fetched when the first token arrives. An AAP face's `[routes.aap] api_keys`,
 //! `api_keys_env` and `DIALECT_PROXY_AAP_API_KEYS` are folded into its route's `auth`.
 
 use std::fmt;
@@ -80,8 +81,9 @@ pub struct Jwt {
 pub enum Jwks {
     /// A file, read at start-up (`keys`) and again when a token names a key it lacks.
     File { path: PathBuf, keys: JwkSet },
-    /// An `http://` URL, fetched on first use, then refreshed.
-    Url(Uri),
+    /// An `http://` or `https://` URL, fetched on first use, then refreshed; `ca_file` adds
+    /// trust roots for an `https://` one (read and checked at start-up).
+    Url { uri: Uri, ca_file: Option<PathBuf> },
 }
 
 /// `[routes.auth]` as written.
@@ -100,6 +102,7 @@ pub(super) struct RawAuth {
 pub(super) struct RawJwt {
     jwks_file: Option<Spanned<String>>,
     jwks_url: Option<Spanned<String>>,
+    ca_file: Option<Spanned<String>>,
     issuer: Option<Spanned<String>>,
     audience: Option<Spanned<String>>,
 }
@@ -196,7 +199,7 @@ fn jwt(p: &mut Problems, keys: &Keys, at: Range<usize>, raw: &RawJwt) -> Option<
             None
         }
         (Some(file), None) => jwks_file(p, &keys.key("jwks_file"), file),
-        (None, Some(url)) => jwks_url(p, &keys.key("jwks_url"), url),
+        (None, Some(url)) => jwks_url(p, keys, url, raw.ca_file.as_ref()),
     };
     Some(Jwt {
         jwks: jwks?,
@@ -219,21 +222,48 @@ fn jwks_file(p: &mut Problems, key: &str, file: &Spanned<String>) -> Option<Jwks
     }
 }
 
-fn jwks_url(p: &mut Problems, key: &str, url: &Spanned<String>) -> Option<Jwks> {
+fn jwks_url(
+    p: &mut Problems,
+    keys: &Keys,
+    url: &Spanned<String>,
+    ca_file: Option<&Spanned<String>>,
+) -> Option<Jwks> {
     let text = url.get_ref().trim();
-    match text.parse::<Uri>() {
-        Ok(uri) if uri.scheme_str() == Some("http") && uri.authority().is_some() => {
-            Some(Jwks::Url(uri))
-        }
-        Ok(uri) if uri.scheme_str() == Some("https") => {
-            p.at(url.span(), key, format!("{text:?}: https is not supported by this build; serve the JWKS over plain http on the pod network, or use jwks_file"));
-            None
+    let uri = match text.parse::<Uri>() {
+        Ok(uri)
+            if matches!(uri.scheme_str(), Some("http" | "https")) && uri.authority().is_some() =>
+        {
+            uri
         }
         _ => {
-            p.at(url.span(), key, format!("{text:?} is not an http:// URL"));
-            None
+            p.at(
+                url.span(),
+                &keys.key("jwks_url"),
+                format!("{text:?} is not an http:// or https:// URL"),
+            );
+            return None;
         }
-    }
+    };
+    let ca_file = match ca_file {
+        None => None,
+        Some(file) if uri.scheme_str() != Some("https") => {
+            p.at(
+                file.span(),
+                &keys.key("ca_file"),
+                "only an https:// jwks_url takes a ca_file".into(),
+            );
+            return None;
+        }
+        Some(file) => {
+            let path = PathBuf::from(file.get_ref());
+            if let Err(e) = crate::tls::client::read_roots(&path) {
+                p.at(file.span(), &keys.key("ca_file"), e.to_string());
+                return None;
+            }
+            Some(path)
+        }
+    };
+    Some(Jwks::Url { uri, ca_file })
 }
 
 /// A JWKS document (`{"keys": [...]}`) holding at least one public signing key.

@@ -1061,8 +1061,35 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
     )
     .unwrap();
     assert!(
-        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url(u) if u == "http://idp:8080/jwks")
+        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url { uri, ca_file: None } if uri == "http://idp:8080/jwks")
     );
+    // https, with extra roots; a ca_file on an http URL, or one that is not PEM, is a problem.
+    let pems = Pems::new();
+    let c = route_with(&format!(
+        "[routes.auth.jwt]\njwks_url = \"https://idp.example/jwks\"\nca_file = \"{}\"\nissuer = \"i\"\naudience = \"a\"\n",
+        pems.path("ca.pem")
+    ))
+    .unwrap();
+    assert!(matches!(
+        &c.routes[0].auth.as_ref().unwrap().jwt[0].jwks,
+        Jwks::Url { uri, ca_file: Some(_) } if uri == "https://idp.example/jwks"
+    ));
+    let err = route_with(
+        "[routes.auth.jwt]\njwks_url = \"http://idp/jwks\"\nca_file = \"x.pem\"\nissuer = \"i\"\naudience = \"a\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("routes[0].auth.jwt.ca_file: only an https:// jwks_url takes a ca_file"),
+        "{err}"
+    );
+    let err = route_with(&format!(
+        "[routes.auth.jwt]\njwks_url = \"https://idp/jwks\"\nca_file = \"{}\"\nissuer = \"i\"\naudience = \"a\"\n",
+        jwks.path()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("routes[0].auth.jwt.ca_file: "), "{err}");
 
     let both = route_with(&format!(
         "[routes.auth]\njwt = {{ jwks_file = \"{}\", jwks_url = \"http://idp/jwks\", issuer = \"i\", audience = \"a\" }}\n",
@@ -1101,14 +1128,14 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("holds no RSA, EC or OKP public key"), "{err}");
-    // Issuer and audience are required; https JWKS are not fetched by this build.
-    let err = route_with("[routes.auth]\njwt = { jwks_url = \"https://idp/jwks\" }\n")
+    // Issuer and audience are required; a JWKS URL is http:// or https://.
+    let err = route_with("[routes.auth]\njwt = { jwks_url = \"ftp://idp/jwks\" }\n")
         .unwrap_err()
         .to_string();
     for needle in [
         "routes[0].auth.jwt.issuer: required",
         "routes[0].auth.jwt.audience: required",
-        "routes[0].auth.jwt.jwks_url: \"https://idp/jwks\": https is not supported",
+        "routes[0].auth.jwt.jwks_url: \"ftp://idp/jwks\" is not an http:// or https:// URL",
     ] {
         assert!(err.contains(needle), "{needle}: {err}");
     }

@@ -366,6 +366,38 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_rotated_key_not_for_made_up_
     expect_stream(run(&gateway, "/agent", Some(&old.sign(&claims("alice")))).await).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_url_over_https_is_trusted_through_its_ca_file_only() {
+    let key = SigningKey::generate("tls-kid");
+    let document = jwks(&[&key]);
+    let idp = ScriptedUpstream::start(move |_| {
+        Script::status_body(200, "application/json", document.clone())
+    })
+    .await;
+    let pki = support::tls::Pki::new();
+    let leaf = pki.server("idp", &["localhost", "127.0.0.1"]);
+    let front = support::tls::TlsFront::start(&leaf, idp.addr()).await;
+    let url = format!("https://localhost:{}/jwks", front.addr.port());
+    let files = Files::new("jwks-https");
+
+    let trusted = files.gateway(
+        &jwt_config(&format!(
+            "jwks_url = \"{url}\", ca_file = \"{}\"",
+            pki.ca_file().display()
+        )),
+        &[],
+    );
+    expect_stream(run(&trusted, "/agent", Some(&key.sign(&claims("tina")))).await).await;
+    assert_eq!(idp.requests().len(), 1, "fetched over TLS");
+    drop(trusted);
+
+    // Without the CA the issuer's certificate is not trusted: no keys, every token refused.
+    let untrusted = files.gateway(&jwt_config(&format!("jwks_url = \"{url}\"")), &[]);
+    let token = key.sign(&claims("tina"));
+    expect_unauthorized(run(&untrusted, "/agent", Some(&token)).await, true, &token).await;
+    assert_eq!(idp.requests().len(), 1, "no request got past the handshake");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outbound credentials
 
