@@ -7,8 +7,8 @@
 //! audience = "…" }` or `jwt = { jwks_url = "https://…", issuer, audience }` (exactly one of
 //! `jwks_file` and `jwks_url`; `issuer` and `audience` are required). A JWKS file is read and
 //! checked at start-up (a problem when it cannot be read or holds no public key); a URL
-//! (`http://` or `https://`, verified against the system roots plus the table's optional
-//! `ca_file`) is fetched when the first token arrives. An AAP face's `[routes.aap] api_keys`,
+//! (`https://`, verified against the system roots plus the table's optional `ca_file`; plain
+//! `http://` only to a loopback address) is fetched when the first token arrives. An AAP face's `[routes.aap] api_keys`,
 //! `api_keys_env` and `DIALECT_PROXY_AAP_API_KEYS` are folded into its route's `auth`.
 
 use std::fmt;
@@ -244,6 +244,22 @@ fn jwks_url(
             return None;
         }
     };
+    // Keys fetched in the clear let anyone on the path mint tokens for any principal.
+    let loopback = uri.host().is_some_and(|host| {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if uri.scheme_str() == Some("http") && !loopback {
+        p.at(
+            url.span(),
+            &keys.key("jwks_url"),
+            format!("{text:?}: keys fetched over plain http could be replaced by anyone on the way; use https:// (http:// only to a loopback address)"),
+        );
+        return None;
+    }
     let ca_file = match ca_file {
         None => None,
         Some(file) if uri.scheme_str() != Some("https") => {

@@ -1057,11 +1057,23 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
     assert_eq!(auth.jwt[0].audience, "gw");
     assert!(matches!(&auth.jwt[0].jwks, Jwks::File { keys, .. } if keys.keys.len() == 1));
     let c = route_with(
-        "[routes.auth.jwt]\njwks_url = \"http://idp:8080/jwks\"\nissuer = \"i\"\naudience = \"a\"\n",
+        "[routes.auth.jwt]\njwks_url = \"http://127.0.0.1:8080/jwks\"\nissuer = \"i\"\naudience = \"a\"\n",
     )
     .unwrap();
     assert!(
-        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url { uri, ca_file: None } if uri == "http://idp:8080/jwks")
+        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url { uri, ca_file: None } if uri == "http://127.0.0.1:8080/jwks")
+    );
+    // Plain http elsewhere would let anyone on the path serve their own keys.
+    let err = route_with(
+        "[routes.auth.jwt]\njwks_url = \"http://idp:8080/jwks\"\nissuer = \"i\"\naudience = \"a\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "routes[0].auth.jwt.jwks_url: \"http://idp:8080/jwks\": keys fetched over plain http"
+        ),
+        "{err}"
     );
     // https, with extra roots; a ca_file on an http URL, or one that is not PEM, is a problem.
     let pems = Pems::new();
@@ -1075,7 +1087,7 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
         Jwks::Url { uri, ca_file: Some(_) } if uri == "https://idp.example/jwks"
     ));
     let err = route_with(
-        "[routes.auth.jwt]\njwks_url = \"http://idp/jwks\"\nca_file = \"x.pem\"\nissuer = \"i\"\naudience = \"a\"\n",
+        "[routes.auth.jwt]\njwks_url = \"http://localhost/jwks\"\nca_file = \"x.pem\"\nissuer = \"i\"\naudience = \"a\"\n",
     )
     .unwrap_err()
     .to_string();

@@ -1,8 +1,9 @@
 //! The cap on requests answered at once: over the whole gateway (`[limits] max_streams`) and
-//! per route (`[routes.limits] max_streams`). Every routed request, whatever its face (an AG-UI
-//! or HAI stream, any AAP endpoint), takes one permit of each before anything else is done for
-//! it; a request beyond either cap is answered at once with 503 `OVERLOADED` and
-//! `Retry-After`.
+//! per route (`[routes.limits] max_streams`). Every authenticated request, whatever its face (an
+//! AG-UI or HAI stream, any AAP endpoint), takes one permit of each before its face does
+//! anything for it (`front`: CORS preflights and 401s take none, so unauthenticated clients
+//! cannot hold permits); a request beyond either cap is answered at once with 503 `OVERLOADED`
+//! and `Retry-After`.
 //!
 //! The permit is carried by the response body ([`Admitted`]), not by the handler's future: a
 //! stream is open for as long as its body is, and letting go at the response headers (as

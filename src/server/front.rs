@@ -5,15 +5,17 @@
 //!    `Origin` and `Access-Control-Request-Method`) is answered here, before authentication:
 //!    `204` with the allow headers for a listed origin, `204` without them for any other.
 //!    Every other response to a listed origin — streams and refusals alike, since they all
-//!    come back through this layer — carries `Access-Control-Allow-Origin`; every response
-//!    carries `Vary: origin`.
+//!    come back through this layer — carries `Access-Control-Allow-Origin`; with a list of
+//!    origins every response carries `Vary: origin` (with `"*"` there is nothing to vary).
 //!    The allowed methods are those the route serves. An `OPTIONS` that is no preflight goes
 //!    on to the face (405), without CORS headers.
 //! 2. **Authentication** (`[routes.auth]`, [`Authenticator`]): a request without a credential
 //!    the route accepts is refused with 401 and its challenge; otherwise its [`Principal`]
 //!    (the anonymous one on a route without `auth`) is recorded in the request span and put
 //!    in the request's extensions.
-//! 3. **The face** (`Gateway::answer`).
+//! 3. **Admission** (`max_streams`, [`admission`]): a permit held by the response body, or 503
+//!    `OVERLOADED` — inside the CORS layer, so a page can read it and its `Retry-After`.
+//! 4. **The face** (`Gateway::answer`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,7 +27,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use super::{refusal, Gateway};
+use super::{admission, refusal, Gateway};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::{AllowedOrigins, Cors, Route};
 use crate::dialect::Dialect;
@@ -58,7 +60,7 @@ fn front(gateway: Arc<Gateway>, index: usize) -> Front {
         async move {
             let route = &gateway.config.routes[index];
             let response = match authenticate(authenticator.as_deref(), route, request).await {
-                Ok(request) => gateway.answer(route, request).await,
+                Ok(request) => admit_and_answer(&gateway, route, request).await,
                 Err(error) => unauthorized(&gateway, route, &error),
             };
             Ok::<_, Infallible>(response)
@@ -93,6 +95,25 @@ async fn authenticate(
     tracing::trace!(route = %route.path, "authenticated");
     request.extensions_mut().insert(principal);
     Ok(request)
+}
+
+/// Step 3: a permit under `max_streams` (only authenticated requests take one, so a flood of
+/// unauthenticated ones cannot hold them), carried by the response body; then the face.
+async fn admit_and_answer(
+    gateway: &Gateway,
+    route: &Route,
+    request: Request<Incoming>,
+) -> Response<ResponseBody> {
+    match gateway.streams.admit(route) {
+        Ok(permit) => admission::hold(gateway.answer(route, request).await, permit),
+        Err(failure) => {
+            // Counted in the metrics; a line per refusal would flood the log under the very
+            // load it refuses.
+            tracing::debug!(message = %failure.message, "request refused: overloaded");
+            gateway.metrics.refused(&route.path, failure.code.label());
+            refusal::refused(route.client, failure.into())
+        }
+    }
 }
 
 /// The 401 of a request that is not authenticated, in the client's dialect.

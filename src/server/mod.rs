@@ -11,7 +11,7 @@
 //!    (preflights answered there), then authentication (401, or the request's `Principal`),
 //!    then **admission**: a permit under the global and the route's `max_streams`, held by the
 //!    response body until it ends (503 `OVERLOADED` with `Retry-After` otherwise;
-//!    `admission`). An AAP client's route goes on to the AAP face (`adapters::aap_server`);
+//!    `admission`). Preflights and 401s take no permit, and a 503 goes back through CORS. An AAP client's route goes on to the AAP face (`adapters::aap_server`);
 //!    any other takes only `POST` (405 otherwise).
 //! 2. **Read the body**, bounded by `max_request_bytes` (413, at once when `Content-Length`
 //!    declares more) and by the gateway's `max_buffered_request_bytes` (503 `OVERLOADED`),
@@ -274,18 +274,6 @@ impl Router {
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
-        let permit = match self.gateway.streams.admit(route) {
-            Ok(permit) => permit,
-            Err(failure) => {
-                // Counted in the metrics; a line per refusal would flood the log under the very
-                // load it refuses.
-                tracing::debug!(route = %route.path, message = %failure.message, "request refused: overloaded");
-                self.gateway
-                    .metrics
-                    .refused(&route.path, failure.code.label());
-                return refusal::refused(route.client, failure.into());
-            }
-        };
         let span = tracing::info_span!(
             "request",
             route = %route.path,
@@ -322,7 +310,7 @@ impl Router {
                 tracing::info!(status = response.status().as_u16(), "request answered")
             });
         }
-        admission::hold(response, permit)
+        response
     }
 }
 

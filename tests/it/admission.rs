@@ -190,6 +190,70 @@ async fn streams_over_a_global_cap_of_2_get_503_with_retry_after_until_one_ends(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_a_cap_of_1_preflights_and_401s_take_no_permit_and_the_503_carries_cors() {
+    let upstream = holding_upstream().await;
+    let origin = "https://app.example";
+    let gateway = spawn_with_config(&format!(
+        r#"[limits]
+max_streams = 1
+
+[[routes]]
+path = "/agent"
+client = "ag-ui"
+upstream = "{}"
+
+[routes.auth]
+api_keys = ["k-admitted"]
+
+[routes.cors]
+allow_origins = ["{origin}"]
+"#,
+        upstream.url("/agent")
+    ));
+    let post = |thread: &str, key: &str| {
+        Request::post_json("/agent", run_input(thread, "r"))
+            .header("origin", origin)
+            .header("authorization", &format!("Bearer {key}"))
+    };
+    let held = send(gateway.addr, &post("hold-1", "k-admitted")).await;
+    assert_eq!(held.status, 200);
+    // The one permit is taken: a preflight and an unauthenticated request are still answered
+    // as themselves, neither waits for nor takes a permit.
+    for _ in 0..3 {
+        let preflight = send(
+            gateway.addr,
+            &Request::new("OPTIONS", "/agent")
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "authorization, content-type",
+                ),
+        )
+        .await;
+        assert_eq!(preflight.status, 204);
+        assert_eq!(
+            preflight.header("access-control-allow-origin"),
+            Some(origin)
+        );
+        let refused = send(gateway.addr, &post("quick", "wrong-key")).await;
+        assert_eq!(refused.status, 401);
+    }
+    // An authenticated request past the cap: 503 a page can read (CORS) with Retry-After.
+    let overloaded = send(gateway.addr, &post("quick", "k-admitted")).await;
+    assert_eq!(
+        overloaded.header("access-control-allow-origin"),
+        Some(origin)
+    );
+    assert_overloaded(overloaded).await;
+    held.disconnect();
+    wait_for_cancellations(&upstream, 1).await;
+    let mut after = send(gateway.addr, &post("quick", "k-admitted")).await;
+    assert_eq!(after.status, 200);
+    after.events_to_end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_cap_of_1_refuses_its_second_stream_and_aap_requests_in_their_own_shape() {
     let upstream = holding_upstream().await;
     let url = upstream.url("/agent");
