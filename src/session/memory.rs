@@ -34,6 +34,7 @@ struct Entry {
 
 #[derive(Debug)]
 struct ThreadEntry {
+    owner: Principal,
     record: Option<ThreadRecord>,
     running: bool,
     used: Instant,
@@ -103,6 +104,8 @@ impl Usage {
 pub struct MemoryStore {
     sessions: DashMap<String, Entry>,
     threads: DashMap<String, ThreadEntry>,
+    /// Thread records held per owner (`max_sessions_per_principal`).
+    thread_owners: Mutex<HashMap<Principal, usize>>,
     usage: Mutex<Usage>,
     limits: SessionLimits,
 }
@@ -112,6 +115,7 @@ impl MemoryStore {
         MemoryStore {
             sessions: DashMap::new(),
             threads: DashMap::new(),
+            thread_owners: Mutex::new(HashMap::new()),
             usage: Mutex::new(Usage::default()),
             limits,
         }
@@ -179,10 +183,47 @@ impl MemoryStore {
         });
     }
 
+    fn thread_owners(&self) -> MutexGuard<'_, HashMap<Principal, usize>> {
+        // Every update is one complete count change.
+        self.thread_owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One thread record of `owner` is gone.
+    fn release_thread(&self, owner: &Principal) {
+        let mut owners = self.thread_owners();
+        if let Some(count) = owners.get_mut(owner) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                owners.remove(owner);
+            }
+        }
+    }
+
     fn sweep_threads(&self) {
         let now = Instant::now();
-        self.threads
-            .retain(|_, e| !self.expired(e.running, e.used, now));
+        self.threads.retain(|_, e| {
+            let expired = self.expired(e.running, e.used, now);
+            if expired {
+                self.release_thread(&e.owner);
+            }
+            !expired
+        });
+    }
+
+    /// Room for a new thread record of `owner`: under its share and the gateway's cap.
+    fn room_for_thread(&self, owner: &Principal) -> Result<(), StoreError> {
+        let per_owner = self.thread_owners().get(owner).copied().unwrap_or(0);
+        if per_owner >= self.limits.max_sessions_per_principal {
+            return Err(StoreError::PrincipalFull(
+                self.limits.max_sessions_per_principal,
+            ));
+        }
+        if self.threads.len() >= self.limits.max_sessions {
+            return Err(StoreError::Full(self.limits.max_sessions));
+        }
+        Ok(())
     }
 }
 
@@ -335,18 +376,24 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
+    async fn begin_thread(
+        &self,
+        key: &str,
+        owner: &Principal,
+    ) -> Result<Option<ThreadRecord>, StoreError> {
         let now = Instant::now();
-        if !self.threads.contains_key(key) && self.threads.len() >= self.limits.max_sessions {
+        if !self.threads.contains_key(key) && self.room_for_thread(owner).is_err() {
             self.sweep_threads();
-            if self.threads.len() >= self.limits.max_sessions {
-                return Err(StoreError::Full(self.limits.max_sessions));
-            }
+            self.room_for_thread(owner)?;
         }
-        let mut entry = self.threads.entry(key.to_owned()).or_insert(ThreadEntry {
-            record: None,
-            running: false,
-            used: now,
+        let mut entry = self.threads.entry(key.to_owned()).or_insert_with(|| {
+            *self.thread_owners().entry(owner.clone()).or_insert(0) += 1;
+            ThreadEntry {
+                owner: owner.clone(),
+                record: None,
+                running: false,
+                used: now,
+            }
         });
         if entry.running {
             return Err(StoreError::Busy);
@@ -375,8 +422,12 @@ impl Store for MemoryStore {
         if entry.record.is_none() {
             // A run that never reached the agent leaves nothing behind.
             drop(entry);
-            self.threads
-                .remove_if(key, |_, e| !e.running && e.record.is_none());
+            if let Some((_, gone)) = self
+                .threads
+                .remove_if(key, |_, e| !e.running && e.record.is_none())
+            {
+                self.release_thread(&gone.owner);
+            }
         }
         Ok(())
     }

@@ -427,3 +427,54 @@ async fn expiry_returns_the_charge_whoever_finds_the_session_idle() {
     add_sized(&s, &alice(), "/", 40).await.unwrap();
     assert_eq!(bytes_in_use(&s), 100);
 }
+
+#[tokio::test]
+async fn thread_records_count_against_their_principals_share_and_are_given_back() {
+    let s = store_with(SessionLimits {
+        max_sessions_per_principal: 2,
+        ..SessionLimits::default()
+    });
+    let record = ThreadRecord::default();
+    // Two threads of alice that reached the agent (a record saved) are kept.
+    for key in ["a1", "a2"] {
+        assert_eq!(s.begin_thread(key, &alice()).await, Ok(None));
+        s.save_thread(key, record.clone()).await.unwrap();
+        s.end_thread(key).await.unwrap();
+    }
+    // A third of hers is refused; bob still has his share; her old ones run again.
+    assert_eq!(
+        s.begin_thread("a3", &alice()).await,
+        Err(StoreError::PrincipalFull(2))
+    );
+    assert_eq!(s.begin_thread("b1", &bob()).await, Ok(None));
+    s.end_thread("b1").await.unwrap();
+    assert_eq!(s.begin_thread("a1", &alice()).await, Ok(Some(record)));
+    s.end_thread("a1").await.unwrap();
+    // A run that never reached the agent leaves nothing, and gives its place back.
+    assert_eq!(s.begin_thread("b2", &bob()).await, Ok(None));
+    s.end_thread("b2").await.unwrap();
+    assert_eq!(s.begin_thread("b3", &bob()).await, Ok(None));
+    assert_eq!(s.begin_thread("b4", &bob()).await, Ok(None));
+    assert_eq!(
+        s.begin_thread("b5", &bob()).await,
+        Err(StoreError::PrincipalFull(2))
+    );
+}
+
+#[tokio::test]
+async fn expired_thread_records_give_their_principals_share_back() {
+    let s = store_with(SessionLimits {
+        max_sessions_per_principal: 1,
+        idle_timeout: Duration::from_millis(20),
+        ..SessionLimits::default()
+    });
+    s.begin_thread("a1", &alice()).await.unwrap();
+    s.save_thread("a1", ThreadRecord::default()).await.unwrap();
+    s.end_thread("a1").await.unwrap();
+    assert_eq!(
+        s.begin_thread("a2", &alice()).await,
+        Err(StoreError::PrincipalFull(1))
+    );
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    assert_eq!(s.begin_thread("a2", &alice()).await, Ok(None));
+}

@@ -12,7 +12,8 @@
 //! it can be implemented with one read and one write per turn. At most one turn runs per
 //! session: [`Store::begin_turn`] marks it and [`Store::end_turn`] ends the mark, writing the
 //! turn back when it has one. Thread records work the same way. Both count against
-//! `max_sessions` and expire after `idle_timeout`. [`Timed`] bounds every operation of a store.
+//! `max_sessions` and their owner's `max_sessions_per_principal` (each kind on its own), and
+//! expire after `idle_timeout`. [`Timed`] bounds every operation of a store.
 //!
 //! Nothing ends a mark from `Drop`: whoever begins a turn hands its end to a task
 //! (`adapters::aap_server::commit`, `adapters::aap_client`), which awaits the stream's report
@@ -222,8 +223,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Ends the running turn, writing `commit` back when given (the session is then charged the
     /// bytes of its new history), and lets go of its input charge.
     async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError>;
-    /// Marks a run of thread `key` running and returns its record, if it has one.
-    async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError>;
+    /// Marks a run of thread `key`, which belongs to `owner`, running and returns its record,
+    /// if it has one. A new thread counts against `max_sessions` and, for its owner,
+    /// `max_sessions_per_principal` ([`StoreError::PrincipalFull`]).
+    async fn begin_thread(
+        &self,
+        key: &str,
+        owner: &Principal,
+    ) -> Result<Option<ThreadRecord>, StoreError>;
     /// Writes a running thread's record.
     async fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError>;
     /// Ends the running thread's run.

@@ -84,8 +84,12 @@ impl<S: Store> Store for Timed<S> {
         self.bounded(self.inner.end_turn(id, commit)).await
     }
 
-    async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        self.bounded(self.inner.begin_thread(key)).await
+    async fn begin_thread(
+        &self,
+        key: &str,
+        owner: &Principal,
+    ) -> Result<Option<ThreadRecord>, StoreError> {
+        self.bounded(self.inner.begin_thread(key, owner)).await
     }
 
     async fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError> {
@@ -144,7 +148,11 @@ mod tests {
         async fn end_turn(&self, _: &str, _: Option<TurnCommit>) -> Result<(), StoreError> {
             std::future::pending().await
         }
-        async fn begin_thread(&self, _: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        async fn begin_thread(
+            &self,
+            _: &str,
+            _: &Principal,
+        ) -> Result<Option<ThreadRecord>, StoreError> {
             std::future::pending().await
         }
         async fn save_thread(&self, _: &str, _: ThreadRecord) -> Result<(), StoreError> {

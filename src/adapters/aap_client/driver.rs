@@ -15,7 +15,7 @@ use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
 use crate::http::body::{Hold, Next, RunOwner};
 use crate::pipeline::Pipeline;
-use crate::session::{PendingCall, ThreadRecord};
+use crate::session::{PendingCall, Principal, ThreadRecord};
 use crate::telemetry::metrics::Outcome;
 
 use super::link::Link;
@@ -39,6 +39,8 @@ pub(super) enum Stage {
 /// One run's state, shared by the request that opens the first turn and the [`Driver`].
 pub(super) struct RunState {
     pub(super) key: String,
+    /// Whom the thread record belongs to (its quota).
+    pub(super) owner: Principal,
     pub(super) config: AapUpstream,
     pub(super) input: RunAgentInput,
     /// Where the thread's record goes when the stream ends; set once the thread is marked

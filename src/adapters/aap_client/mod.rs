@@ -130,6 +130,7 @@ impl AapClient {
         let pipeline = Pipeline::from_parts(reader, writer, options);
         let state: Shared = Arc::new(Mutex::new(RunState {
             key: thread::key(&route.path, principal, &input.thread_id),
+            owner: principal.clone(),
             config,
             input,
             thread: None,
@@ -160,13 +161,16 @@ async fn first_turn(
     metrics: Arc<Metrics>,
     state: Shared,
 ) -> Result<(UpstreamBody, Framing), Failure> {
-    let key = lock(&state).key.clone();
-    let begun = match store.begin_thread(&key).await {
+    let (key, owner) = {
+        let state = lock(&state);
+        (state.key.clone(), state.owner.clone())
+    };
+    let begun = match store.begin_thread(&key, &owner).await {
         // The run holding the thread may be over and only its record pending (its client
         // left): wait for that, then try once more.
         Err(StoreError::Busy) => {
             settling.settled(&key, DEFAULT_STORE_TIMEOUT).await;
-            store.begin_thread(&key).await
+            store.begin_thread(&key, &owner).await
         }
         begun => begun,
     };

@@ -246,8 +246,12 @@ mod tests {
         async fn end_turn(&self, _: &str, _: Option<TurnCommit>) -> Result<(), StoreError> {
             Err(StoreError::Unavailable("the disk is full".into()))
         }
-        async fn begin_thread(&self, key: &str) -> Result<Option<ThreadRecord>, StoreError> {
-            self.0.begin_thread(key).await
+        async fn begin_thread(
+            &self,
+            key: &str,
+            owner: &Principal,
+        ) -> Result<Option<ThreadRecord>, StoreError> {
+            self.0.begin_thread(key, owner).await
         }
         async fn save_thread(&self, key: &str, r: ThreadRecord) -> Result<(), StoreError> {
             self.0.save_thread(key, r).await
