@@ -12,6 +12,9 @@
 //!   under a deadline that ends when the service sees the first request ([`FirstHead`]). hyper's
 //!   own HTTP/1 `header_read_timeout` cannot cover that stretch: it starts only once the
 //!   protocol is known. It covers the later requests of a keep-alive connection.
+//! - **Idle.** After that, a connection with no open request for `request_header_timeout`
+//!   ([`Activity`]) is closed: hyper bounds the wait for an HTTP/1.1 connection's next head,
+//!   but an HTTP/2 connection could otherwise stay open, idle, for ever and hold its slot.
 //! - **Back-off.** [`AcceptBackoff`]: after a failed accept the loop sleeps, doubling from 5 ms
 //!   to 1 s while failures go on, and logs once per second at most (the first failure, then how
 //!   many followed), not once per failure.
@@ -109,6 +112,51 @@ pub(super) async fn until_first_head<F: Future>(
     tokio::select! {
         output = connection => Some(output),
         () = deadline => None,
+    }
+}
+
+/// The requests open on one connection, for its idle bound: the service counts each request
+/// in ([`Activity::begin`]) and the response body counts it out when it ends or is dropped.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub(super) struct Activity(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+impl Activity {
+    /// A request opened; it stays open until the returned guard drops.
+    pub fn begin(&self) -> OpenRequest {
+        self.0.send_modify(|open| *open += 1);
+        OpenRequest(self.clone())
+    }
+
+    /// Resolves once the connection has had no open request for `timeout` (it waits while
+    /// any is open, and starts over whenever one opens).
+    pub async fn idle_for(&self, timeout: Duration) {
+        let mut open = self.0.subscribe();
+        loop {
+            // The sender lives as long as `self`: `wait_for` cannot fail.
+            let _ = open.wait_for(|n| *n == 0).await;
+            open.mark_unchanged();
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => return,
+                _ = open.changed() => {}
+            }
+        }
+    }
+}
+
+/// One open request of a connection ([`Activity::begin`]).
+#[derive(Debug)]
+pub(super) struct OpenRequest(Activity);
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        self.0 .0.send_modify(|open| *open = open.saturating_sub(1));
     }
 }
 
@@ -213,6 +261,24 @@ mod tests {
         };
         let ended = until_first_head(Duration::from_millis(500), &first_head, connection).await;
         assert_eq!(ended, Some(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_is_idle_only_while_no_request_is_open() {
+        let activity = Activity::default();
+        let started = Instant::now();
+        let request = activity.begin();
+        let watch = activity.clone();
+        let idle = tokio::spawn(async move { watch.idle_for(Duration::from_millis(500)).await });
+        // Open for 2 s: not idle meanwhile.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!idle.is_finished());
+        drop(request);
+        // Closed 300 ms later a second request comes and goes: the count starts over.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(activity.begin());
+        idle.await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(2800));
     }
 
     #[test]

@@ -120,29 +120,30 @@ impl Drop for StreamPermit {
     }
 }
 
-/// A response body holding its request's [`StreamPermit`] until the body ends or is dropped.
-pub(super) struct Admitted {
+/// A response body holding a guard — its request's [`StreamPermit`], or its place among the
+/// connection's open requests — until the body ends or is dropped.
+pub(super) struct Admitted<G> {
     /// Declared first, so dropped first: the place is free by the time the upstream sees its
     /// connection close.
-    permit: Option<StreamPermit>,
+    guard: Option<G>,
     inner: ResponseBody,
 }
 
-/// `response` with `permit` carried by its body.
-pub(super) fn hold(
+/// `response` with `guard` carried by its body.
+pub(super) fn hold<G: Send + Unpin + 'static>(
     response: Response<ResponseBody>,
-    permit: StreamPermit,
+    guard: G,
 ) -> Response<ResponseBody> {
     response.map(|inner| {
         Admitted {
+            guard: Some(guard),
             inner,
-            permit: Some(permit),
         }
         .boxed_unsync()
     })
 }
 
-impl Body for Admitted {
+impl<G: Unpin> Body for Admitted<G> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -152,7 +153,7 @@ impl Body for Admitted {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(None) = polled {
-            self.permit = None;
+            self.guard = None;
         }
         polled
     }

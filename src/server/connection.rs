@@ -4,7 +4,8 @@
 //! 1. **Deadline**: the whole task, from accept, runs under `request_header_timeout` until the
 //!    service sees the first request head ([`accept::until_first_head`]), so a client that
 //!    opens TCP and never completes a TLS handshake or never sends a request head is closed
-//!    then. The connection holds its [`ConnectionSlot`] (`max_connections`) until it ends.
+//!    then. Later, a connection with no open request for as long is closed too
+//!    ([`accept::Activity`]), HTTP/2 ones included. The connection holds its [`ConnectionSlot`] (`max_connections`) until it ends.
 //! 2. **TLS** (when the listener has `tls_cert`/`tls_key`): the handshake runs here, never in
 //!    the accept loop. A failed handshake is the client's business and logged at debug.
 //! 3. **HTTP**: hyper-util's auto builder serves HTTP/1.1 or HTTP/2 by the connection's
@@ -31,7 +32,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
-use super::accept::{until_first_head, ConnectionSlot, FirstHead};
+use super::accept::{until_first_head, Activity, ConnectionSlot, FirstHead};
+use super::admission;
 use super::Router;
 use crate::http::headers::Proto;
 use crate::http::stall::StallGuard;
@@ -132,19 +134,39 @@ impl Connections {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let router = Arc::clone(&self.router);
+        let activity = Activity::default();
+        let requests = activity.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
             seen.seen();
+            let open = requests.begin();
             request.extensions_mut().insert(ClientAddr(peer));
             if let Some(proto) = proto {
                 request.extensions_mut().insert(proto);
             }
             let router = Arc::clone(&router);
-            async move { Ok::<_, Infallible>(router.handle(request).await) }
+            async move {
+                let response = router.handle(request).await;
+                // Open until its body ends or is dropped.
+                Ok::<_, Infallible>(admission::hold(response, open))
+            }
         });
         let connection = self
             .protocols
             .serve_connection(TokioIo::new(stream), service);
-        if let Err(error) = watcher.watch(connection).await {
+        let served = tokio::select! {
+            served = watcher.watch(connection) => served,
+            () = activity.idle_for(self.header_timeout) => {
+                // No request open: dropping the connection closes it. The same limit as
+                // hyper's wait for a keep-alive connection's next head, counted alike.
+                self.metrics.header_timeout();
+                tracing::debug!(
+                    timeout_ms = self.header_timeout.as_millis() as u64,
+                    "connection closed: idle for request_header_timeout"
+                );
+                Ok(())
+            }
+        };
+        if let Err(error) = served {
             // hyper's own header timeout (a keep-alive connection's next head, or a first head
             // it raced ours to) is the same limit.
             if error

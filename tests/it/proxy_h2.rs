@@ -109,3 +109,37 @@ async fn resetting_an_h2_stream_cancels_its_upstream() {
     let response = sender.send_request(post("{}".into())).await.unwrap();
     assert_eq!(response.status(), 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_h2_connection_is_closed_after_request_header_timeout_and_a_busy_one_is_not() {
+    let gateway = Gateway::spawn(&[
+        "--upstream",
+        "builtin:demo",
+        "--request-header-timeout",
+        "500ms",
+    ]);
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .expect("h2c handshake with the gateway");
+    let closed = tokio::spawn(connection);
+    // A demo run streams for well over the timeout: an open request keeps the connection.
+    let started = std::time::Instant::now();
+    let response = sender
+        .send_request(post(run_input("t", "r-busy")))
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(started.elapsed() > std::time::Duration::from_millis(500));
+    assert_eq!(events(&body).last().unwrap()["type"], "RUN_FINISHED");
+    // Then nothing is open: the gateway closes the connection.
+    let ended = tokio::time::timeout(PATIENCE, closed)
+        .await
+        .expect("the idle connection is closed");
+    assert!(ended.is_ok(), "{ended:?}");
+    assert!(
+        sender.ready().await.is_err(),
+        "no more requests on a closed connection"
+    );
+}
