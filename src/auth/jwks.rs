@@ -21,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::jwt::KeyRing;
 use crate::config::{parse_jwks, Jwks};
+use crate::tls::client::https_connector;
 
 /// How long loaded keys are used before they are loaded again.
 pub const REFRESH_AFTER: Duration = Duration::from_secs(600);
@@ -78,10 +79,13 @@ impl KeySet {
                 KeyRing::new(keys),
                 now + REFRESH_AFTER,
             ),
-            Jwks::Url { uri, ca_file } => (
+            Jwks::Url { uri, tls } => (
                 Source::Url {
                     uri: uri.clone(),
-                    client: Box::new(jwks_client(ca_file.as_deref())),
+                    client: Box::new(
+                        Client::builder(TokioExecutor::new())
+                            .build(https_connector(FETCH_TIMEOUT, tls.as_ref())),
+                    ),
                 },
                 KeyRing::default(),
                 now,
@@ -198,40 +202,6 @@ impl std::fmt::Display for Source {
             Source::Url { uri, .. } => write!(f, "{uri}"),
         }
     }
-}
-
-/// A client for `http://` and `https://` JWKS URLs. The configuration checked `ca_file`
-/// already; should it fail now, the system roots alone are used and the failure logged.
-fn jwks_client(ca_file: Option<&std::path::Path>) -> JwksClient {
-    use crate::tls::client::{read_roots, ClientFiles, ClientTls};
-    let extra = match ca_file.map(read_roots) {
-        None => Ok(rustls::RootCertStore::empty()),
-        Some(read) => read,
-    };
-    let tls = extra
-        .and_then(|roots| {
-            let files = ClientFiles {
-                ca_file: ca_file.map(ToOwned::to_owned),
-                ..ClientFiles::default()
-            };
-            ClientTls::new(files, roots, None)
-        })
-        .or_else(|error| {
-            tracing::warn!(%error, "the JWKS ca_file could not be used; trusting the system roots");
-            ClientTls::system()
-        });
-    let mut config = match tls {
-        Ok(tls) => rustls::ClientConfig::clone(&tls.config),
-        Err(error) => {
-            tracing::warn!(%error, "no TLS trust for the JWKS URL; https will fail");
-            rustls::ClientConfig::clone(&crate::tls::client::plain_only())
-        }
-    };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut connector = HttpConnector::new();
-    connector.enforce_http(false);
-    connector.set_connect_timeout(Some(FETCH_TIMEOUT));
-    Client::builder(TokioExecutor::new()).build(HttpsConnector::from((connector, config)))
 }
 
 /// `GET uri`, a 2xx JWKS document of at most [`MAX_JWKS_BYTES`], within [`FETCH_TIMEOUT`].

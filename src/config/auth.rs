@@ -22,6 +22,7 @@ use toml::Spanned;
 
 use super::aap_face::split_keys;
 use super::problems::{Keys, Problems};
+use crate::tls::client::{read_roots, ClientFiles, ClientTls};
 
 /// A credential held by the configuration; `Debug` does not show it.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -81,9 +82,9 @@ pub struct Jwt {
 pub enum Jwks {
     /// A file, read at start-up (`keys`) and again when a token names a key it lacks.
     File { path: PathBuf, keys: JwkSet },
-    /// An `http://` or `https://` URL, fetched on first use, then refreshed; `ca_file` adds
-    /// trust roots for an `https://` one (read and checked at start-up).
-    Url { uri: Uri, ca_file: Option<PathBuf> },
+    /// An `http://` or `https://` URL, fetched on first use, then refreshed; `tls` (for an
+    /// `https://` one) trusts the system roots and the table's `ca_file`, read at start-up.
+    Url { uri: Uri, tls: Option<ClientTls> },
 }
 
 /// `[routes.auth]` as written.
@@ -260,9 +261,10 @@ fn jwks_url(
         );
         return None;
     }
-    let ca_file = match ca_file {
-        None => None,
-        Some(file) if uri.scheme_str() != Some("https") => {
+    let https = uri.scheme_str() == Some("https");
+    let tls = match (ca_file, https) {
+        (None, false) => None,
+        (Some(file), false) => {
             p.at(
                 file.span(),
                 &keys.key("ca_file"),
@@ -270,16 +272,29 @@ fn jwks_url(
             );
             return None;
         }
-        Some(file) => {
-            let path = PathBuf::from(file.get_ref());
-            if let Err(e) = crate::tls::client::read_roots(&path) {
-                p.at(file.span(), &keys.key("ca_file"), e.to_string());
+        (None, true) => match ClientTls::system() {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                p.at(url.span(), &keys.key("jwks_url"), e.to_string());
                 return None;
             }
-            Some(path)
+        },
+        (Some(file), true) => {
+            let path = PathBuf::from(file.get_ref());
+            let files = ClientFiles {
+                ca_file: Some(path.clone()),
+                ..ClientFiles::default()
+            };
+            match read_roots(&path).and_then(|roots| ClientTls::new(files, roots, None)) {
+                Ok(tls) => Some(tls),
+                Err(e) => {
+                    p.at(file.span(), &keys.key("ca_file"), e.to_string());
+                    return None;
+                }
+            }
         }
     };
-    Some(Jwks::Url { uri, ca_file })
+    Some(Jwks::Url { uri, tls })
 }
 
 /// A JWKS document (`{"keys": [...]}`) holding at least one public signing key.

@@ -1061,7 +1061,7 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
     )
     .unwrap();
     assert!(
-        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url { uri, ca_file: None } if uri == "http://127.0.0.1:8080/jwks")
+        matches!(&c.routes[0].auth.as_ref().unwrap().jwt[0].jwks, Jwks::Url { uri, tls: None } if uri == "http://127.0.0.1:8080/jwks")
     );
     // Plain http elsewhere would let anyone on the path serve their own keys.
     let err = route_with(
@@ -1084,7 +1084,8 @@ fn jwt_needs_exactly_one_key_source_and_a_readable_jwks_file() {
     .unwrap();
     assert!(matches!(
         &c.routes[0].auth.as_ref().unwrap().jwt[0].jwks,
-        Jwks::Url { uri, ca_file: Some(_) } if uri == "https://idp.example/jwks"
+        Jwks::Url { uri, tls: Some(tls) }
+            if uri == "https://idp.example/jwks" && tls.files.ca_file.is_some()
     ));
     let err = route_with(
         "[routes.auth.jwt]\njwks_url = \"http://localhost/jwks\"\nca_file = \"x.pem\"\nissuer = \"i\"\naudience = \"a\"\n",

@@ -24,9 +24,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rustls::ClientConfig;
 
 use crate::error::{ErrorCode, Failure};
+use crate::tls::client::https_connector;
 use crate::tls::{tls_cause, ClientTls};
 
 /// How much of a refusing upstream's body is quoted in the log.
@@ -46,22 +46,9 @@ impl UpstreamClient {
     /// A client for `http://` upstreams, and for `https://` ones when `tls` is given (without
     /// it, an `https://` request fails verification: nothing is trusted).
     pub fn new(connect_timeout: Duration, tls: Option<&ClientTls>) -> UpstreamClient {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(connect_timeout));
-        connector.set_nodelay(true);
-        // The TLS layer above decides the scheme.
-        connector.enforce_http(false);
-        let mut config = match tls {
-            Some(tls) => ClientConfig::clone(&tls.config),
-            None => ClientConfig::clone(&crate::tls::client::plain_only()),
-        };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        // `http://` URIs pass through to the plain connector; SNI and verification use the
-        // URI's host.
-        let connector = HttpsConnector::from((connector, config));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+            .build(https_connector(connect_timeout, tls));
         UpstreamClient { client }
     }
 

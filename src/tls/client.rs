@@ -17,6 +17,10 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
 
 use rustls::client::ResolvesClientCert;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
@@ -37,6 +41,7 @@ pub struct ClientFiles {
 }
 
 /// How one route talks TLS to its upstream: the files it came from, and the configuration.
+/// Two are equal when they came from the same files.
 #[derive(Debug, Clone)]
 pub struct ClientTls {
     pub files: ClientFiles,
@@ -75,6 +80,34 @@ impl ClientTls {
     pub fn system() -> Result<ClientTls, TlsError> {
         ClientTls::new(ClientFiles::default(), RootCertStore::empty(), None)
     }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &ClientTls) -> bool {
+        self.files == other.files
+    }
+}
+
+/// A connector for `http://` URLs and, with `tls`, for `https://` ones (without it an
+/// `https://` request fails verification: nothing is trusted). It offers only `http/1.1` by
+/// ALPN: one request per connection at a time keeps cancellation simple (dropping a request
+/// closes its connection) and lets a TLS failure reach the caller as itself. SNI and
+/// verification use the URL's host.
+pub fn https_connector(
+    connect_timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> HttpsConnector<HttpConnector> {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_nodelay(true);
+    // The TLS layer above decides the scheme.
+    connector.enforce_http(false);
+    let mut config = match tls {
+        Some(tls) => ClientConfig::clone(&tls.config),
+        None => ClientConfig::clone(&plain_only()),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    HttpsConnector::from((connector, config))
 }
 
 /// The trust anchors of a `ca_file`; every certificate in it must be one.

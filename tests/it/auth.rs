@@ -122,22 +122,6 @@ fn assert_run_dialect_error(body: &Value) {
     );
 }
 
-/// Waits until the gateway's log contains `needle`.
-fn wait_for_log(gateway: &Gateway, needle: &str) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let log = gateway.stderr();
-        if log.contains(needle) {
-            return log;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in the log:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // API keys
 
@@ -208,14 +192,18 @@ api_keys = ["aap-key-1"]
     assert_eq!(meta.expect_json(200)["agents"][0]["name"], "demo");
 
     // The principal of a key is named by its digest; the key itself is never logged.
-    wait_for_log(
-        &gateway,
-        &format!("principal={}", Principal::for_api_key("agui-key-1")),
-    );
-    let log = wait_for_log(
-        &gateway,
-        &format!("principal={}", Principal::for_api_key("aap-key-1")),
-    );
+    gateway
+        .wait_for_stderr(&format!(
+            "principal={}",
+            Principal::for_api_key("agui-key-1")
+        ))
+        .await;
+    let log = gateway
+        .wait_for_stderr(&format!(
+            "principal={}",
+            Principal::for_api_key("aap-key-1")
+        ))
+        .await;
     for secret in ["agui-key-1", "hai-key-2", "aap-key-1", "wrong-key-xyz"] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
@@ -247,7 +235,9 @@ async fn tokens_are_checked_against_a_jwks_file() {
 
     let valid = key.sign(&claims("alice"));
     expect_stream(run(&gateway, "/agent", Some(&valid)).await).await;
-    let log = wait_for_log(&gateway, &format!("principal=jwt:{ISSUER}#alice"));
+    let log = gateway
+        .wait_for_stderr(&format!("principal=jwt:{ISSUER}#alice"))
+        .await;
     assert!(!log.contains(&valid), "the token is in the log");
 
     let now = now();
@@ -319,7 +309,9 @@ async fn keys_and_tokens_together_each_pass() {
     )
     .await;
     expect_unauthorized(run(&gateway, "/agent", None).await, false, "").await;
-    wait_for_log(&gateway, &format!("principal=jwt:{ISSUER}#bob"));
+    gateway
+        .wait_for_stderr(&format!("principal=jwt:{ISSUER}#bob"))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,7 +347,9 @@ async fn a_jwks_url_is_fetched_once_and_again_for_a_rotated_key_not_for_made_up_
     *served.lock().expect("the JWKS") = jwks(&[&old, &new]);
     expect_stream(run(&gateway, "/agent", Some(&new.sign(&claims("carol")))).await).await;
     assert_eq!(idp.requests().len(), 2);
-    wait_for_log(&gateway, &format!("principal=jwt:{ISSUER}#carol"));
+    gateway
+        .wait_for_stderr(&format!("principal=jwt:{ISSUER}#carol"))
+        .await;
 
     // Made-up kids right after: refused, and the issuer is not asked again.
     for i in 0..5 {
@@ -479,7 +473,7 @@ async fn the_upstream_sees_the_gateway_credential_not_the_client_one() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    wait_for_log(&gateway, "upstream token file changed");
+    gateway.wait_for_stderr("upstream token file changed").await;
     assert!(
         !gateway.stderr().contains("file-token"),
         "a token is in the log"

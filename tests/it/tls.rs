@@ -58,19 +58,6 @@ fn tls_gateway(cert: &Path, key: &Path) -> Gateway {
     gateway
 }
 
-/// Waits until the gateway's log holds `needle`.
-async fn wait_for_log(gateway: &Gateway, needle: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    while !gateway.stderr().contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "the gateway log never said {needle:?}:\n{}",
-            gateway.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Posts a run to `path` and checks the refusal: 502 `UPSTREAM_UNAVAILABLE`, a message that
 /// names neither the upstream's URL nor its address.
 async fn assert_refused_without_naming(gateway: &Gateway, path: &str, upstream: &TlsUpstream) {
@@ -135,7 +122,7 @@ async fn an_upstream_of_an_unknown_issuer_is_a_502_that_does_not_name_it() {
     assert_refused_without_naming(&gateway, "/", &upstream).await;
     assert!(upstream.seen().is_empty(), "no request crossed");
     // The details are for the operator.
-    wait_for_log(&gateway, "UnknownIssuer").await;
+    gateway.wait_for_stderr("UnknownIssuer").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +135,9 @@ async fn a_certificate_for_another_host_is_refused() {
 
     assert_refused_without_naming(&gateway, "/", &upstream).await;
     assert!(upstream.seen().is_empty(), "no request crossed");
-    wait_for_log(&gateway, "certificate not valid for name").await;
+    gateway
+        .wait_for_stderr("certificate not valid for name")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,7 +355,9 @@ async fn a_replaced_certificate_is_served_to_new_connections() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(gateway.is_running());
-    wait_for_log(&gateway, "listener certificate reloaded").await;
+    gateway
+        .wait_for_stderr("listener certificate reloaded")
+        .await;
     // Both the new connection and the one opened before serve runs.
     for tls in [after, before] {
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
