@@ -58,6 +58,20 @@ fn tls_gateway(cert: &Path, key: &Path) -> Gateway {
     gateway
 }
 
+/// Posts a run to `path` and reads it to its end: 200 and a well-formed run that finished.
+async fn stream_run(gateway: &Gateway, path: &str) -> Vec<Value> {
+    let mut response = send(
+        gateway.addr,
+        &Request::post_json(path, run_input(THREAD, RUN)),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    let events = response.events_to_end().await;
+    let terminal = assert_run_envelope(&events, THREAD, RUN);
+    assert_eq!(terminal["type"], "RUN_FINISHED", "{events:?}");
+    events
+}
+
 /// Posts a run to `path` and checks the refusal: 502 `UPSTREAM_UNAVAILABLE`, a message that
 /// names neither the upstream's URL nor its address.
 async fn assert_refused_without_naming(gateway: &Gateway, path: &str, upstream: &TlsUpstream) {
@@ -93,15 +107,7 @@ async fn an_https_upstream_trusted_through_its_ca_file_streams_through() {
     let file = config_file(&pki, &route("/", &upstream.url("/agent"), &ca_table(&pki)));
     let gateway = gateway_with_config(&file);
 
-    let mut response = send(
-        gateway.addr,
-        &Request::post_json("/", run_input(THREAD, RUN)),
-    )
-    .await;
-    assert_eq!(response.status, 200);
-    let events = response.events_to_end().await;
-    let terminal = assert_run_envelope(&events, THREAD, RUN);
-    assert_eq!(terminal["type"], "RUN_FINISHED", "{events:?}");
+    let events = stream_run(&gateway, "/").await;
     assert!(
         events.iter().any(|e| e["delta"] == "over TLS"),
         "the upstream's text went through: {events:?}"
@@ -161,17 +167,7 @@ async fn an_mtls_upstream_gets_the_routes_client_certificate_and_refuses_a_route
     );
     let gateway = gateway_with_config(&file);
 
-    let mut response = send(
-        gateway.addr,
-        &Request::post_json("/with", run_input(THREAD, RUN)),
-    )
-    .await;
-    assert_eq!(response.status, 200);
-    let events = response.events_to_end().await;
-    assert_eq!(
-        assert_run_envelope(&events, THREAD, RUN)["type"],
-        "RUN_FINISHED"
-    );
+    stream_run(&gateway, "/with").await;
     let seen = upstream.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(
@@ -204,18 +200,7 @@ async fn an_aap_upstream_is_reached_over_tls_with_the_routes_roots() {
     );
     let gateway = gateway_with_config(&file);
 
-    let mut response = send(
-        gateway.addr,
-        &Request::post_json("/", run_input(THREAD, RUN)),
-    )
-    .await;
-    assert_eq!(response.status, 200);
-    let events = response.events_to_end().await;
-    assert_eq!(
-        assert_run_envelope(&events, THREAD, RUN)["type"],
-        "RUN_FINISHED",
-        "{events:?}"
-    );
+    stream_run(&gateway, "/").await;
     // /meta, the session and the turn all went through the TLS front.
     assert_eq!(agent.meta_calls(), 1);
     assert_eq!(agent.sessions_created().len(), 1);
