@@ -1,5 +1,8 @@
-//! The command line (DESIGN.md, "Command line"): `serve`, `translate`, `check`, `demo-agent`.
+//! The command line (DESIGN.md, "Command line"): `serve`, `translate`, `check`, `demo-agent`,
+//! and the operator's `drain` and `install` ([`ops`]).
 //! Flags override the environment (`DIALECT_PROXY_*`), which overrides the config file.
+
+mod ops;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -46,7 +49,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the gateway.
+    /// Run the gateway. SIGTERM drains it and exits; SIGHUP re-reads its configuration.
     Serve(Box<ServeArgs>),
     /// Translate a recorded SSE stream (a file or stdin) from one dialect to another, through the
     /// same code as the proxy.
@@ -55,6 +58,28 @@ enum Command {
     Check(CheckArgs),
     /// Run the built-in scripted AG-UI 1.0 demo agent.
     DemoAgent(DemoArgs),
+    /// Drain a running gateway through its admin listener (POST /drain): it stops accepting,
+    /// and this returns once its open streams have ended or its drain_timeout has passed. For
+    /// a pod's preStop hook.
+    Drain(DrainArgs),
+    /// Copy this executable to DIR/dialect-proxy (for another container's preStop hook).
+    Install(InstallArgs),
+}
+
+#[derive(Debug, Args)]
+struct DrainArgs {
+    /// The gateway's admin address (host:port), as given to --admin-listen.
+    #[arg(long, env = "DIALECT_PROXY_ADMIN")]
+    admin: String,
+    /// Give up waiting after this long.
+    #[arg(long, default_value = "120s")]
+    timeout: String,
+}
+
+#[derive(Debug, Args)]
+struct InstallArgs {
+    /// The directory to copy the executable into.
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +87,10 @@ struct ServeArgs {
     /// TOML config file with several routes.
     #[arg(long, env = "DIALECT_PROXY_CONFIG")]
     config: Option<PathBuf>,
+    /// Also reload the configuration when the config file's content changes (checked every
+    /// 2s), as on SIGHUP.
+    #[arg(long, env = "DIALECT_PROXY_WATCH_CONFIG")]
+    watch_config: bool,
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "DIALECT_PROXY_LISTEN")]
     listen: Option<String>,
@@ -243,12 +272,26 @@ pub fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Translate(args) => translate(args),
         Command::Check(args) => check(args),
         Command::DemoAgent(args) => runtime.block_on(demo_agent(args)),
-    }
+        Command::Drain(args) => runtime.block_on(drain(args)),
+        Command::Install(args) => ops::install(&args.dir).map(|path| {
+            println!("installed {}", path.display());
+        }),
+    };
+    // Whatever is still running (a connection past the drain grace, a file read) must not hold
+    // the exit: the drain has bounded everything that mattered.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    result
+}
+
+async fn drain(args: DrainArgs) -> anyhow::Result<()> {
+    let timeout = config::parse_duration(&args.timeout)
+        .map_err(|problem| anyhow::anyhow!("--timeout: {problem}"))?;
+    ops::drain(&args.admin, timeout).await
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -269,6 +312,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         aap_api_keys: std::env::var(config::AAP_API_KEYS_ENV).ok(),
     };
     let config = config::load(args.config.as_deref(), &overrides)?;
+    let watch_config = args.watch_config;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("could not listen on {}", config.listen))?;
@@ -299,9 +343,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         "http"
     };
+    let metrics = std::sync::Arc::clone(&shared.metrics);
     let server = crate::server::Server::new(config, listener, shared);
+    let reloads = ops::Reloads {
+        file: args.config.clone(),
+        overrides,
+        reloader: server.reloader(),
+        metrics,
+    };
+    let mut reloading = Vec::new();
+    #[cfg(unix)]
+    reloading.push(tokio::spawn(reloads.clone().on_sighup()));
+    if watch_config {
+        reloading.push(tokio::spawn(reloads.watch()));
+    }
+    let shutdown = shutdown_signal();
     announce(scheme, addr, admin.as_ref().map(|(a, _)| *a))?;
-    server.run(shutdown_signal()).await?;
+    server.run(shutdown).await?;
+    for task in reloading {
+        task.abort();
+    }
     if let Some((_, task)) = admin {
         task.abort();
     }
@@ -319,27 +380,31 @@ fn announce(scheme: &str, addr: SocketAddr, admin: Option<SocketAddr>) -> anyhow
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on SIGTERM or Ctrl-C. The handlers are in place when this returns, so a signal
+/// that arrives before the server polls the future still drains it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(term) => term,
-            Err(error) => {
-                tracing::warn!(%error, "SIGTERM handler unavailable; only Ctrl-C stops the server");
-                let _ = ctrl_c.await;
-                return;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let ctrl_c = tokio::signal::ctrl_c();
+    async move {
+        #[cfg(unix)]
+        {
+            let mut term = match term {
+                Ok(term) => term,
+                Err(error) => {
+                    tracing::warn!(%error, "SIGTERM handler unavailable; only Ctrl-C stops the server");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
             }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
         }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 fn translate(args: TranslateArgs) -> anyhow::Result<()> {

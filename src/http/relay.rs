@@ -208,10 +208,19 @@ impl Relay {
             input,
             &self.codecs(route, &input.tools),
         );
-        let response = self
-            .client(route)
-            .post(uri, request_headers, body, route.limits.headers_timeout)
-            .await?;
+        let client = self.client(route);
+        let posted = client.post(uri, request_headers, body, route.limits.headers_timeout);
+        // A request still waiting for its upstream's headers at the drain deadline is answered
+        // rather than cut with its connection.
+        let response = tokio::select! {
+            response = posted => response?,
+            () = deadline(self.draining.clone()) => {
+                return Err(Failure::new(
+                    ErrorCode::GatewayShutdown,
+                    "the gateway is shutting down; retry on another instance",
+                ));
+            }
+        };
         tracing::debug!(status = %response.status(), "upstream answered");
         let content_type = response
             .headers()
@@ -270,13 +279,7 @@ impl Relay {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
         };
-        let mut draining = self.draining.clone();
-        let drain: DrainSignal = Box::pin(async move {
-            // Resolves once the flag is true; a dropped sender means no drain ever comes.
-            if draining.wait_for(|d| *d).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        });
+        let drain: DrainSignal = Box::pin(deadline(self.draining.clone()));
         let parts = StreamParts {
             timers,
             drain,
@@ -284,6 +287,13 @@ impl Relay {
             record: self.metrics.stream_started(&route.path),
         };
         TranslatingBody::new(source, pipeline, owner, parts)
+    }
+}
+
+/// Resolves at the drain deadline; never, when no drain can come (the sender is gone).
+async fn deadline(mut draining: watch::Receiver<bool>) {
+    if draining.wait_for(|d| *d).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -1,9 +1,15 @@
 //! The admin listener (separate from the data plane, like linkerd's): `GET /metrics`
 //! (OpenMetrics text), `GET /live` (the process serves), `GET /ready` (routes loaded, listener
-//! bound, not draining). Kubernetes probes and Prometheus scrape it.
+//! bound, not draining), and `POST /drain`, which starts the drain a SIGTERM starts
+//! ([`super::lifecycle`]) and answers once it has finished. Kubernetes probes and Prometheus
+//! scrape it; a pod's `preStop` hook drains through it (`dialect-proxy drain`).
+//!
+//! `POST /drain` is taken from loopback peers only (403 otherwise): the admin port is open to
+//! probes and scrapers on the pod network, and none of them may take the gateway out of
+//! service. Inside a pod, every container shares the loopback interface.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +27,7 @@ use super::Shared;
 pub async fn serve_admin(listener: TcpListener, shared: Shared) -> std::io::Result<()> {
     let mut backoff = AcceptBackoff::default();
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(pair) => {
                 backoff.succeeded();
                 pair
@@ -34,7 +40,7 @@ pub async fn serve_admin(listener: TcpListener, shared: Shared) -> std::io::Resu
         let shared = shared.clone();
         let service = service_fn(move |request| {
             let shared = shared.clone();
-            async move { Ok::<_, Infallible>(respond(&shared, &request)) }
+            async move { Ok::<_, Infallible>(respond(&shared, peer, &request).await) }
         });
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
@@ -48,18 +54,47 @@ pub async fn serve_admin(listener: TcpListener, shared: Shared) -> std::io::Resu
     }
 }
 
-fn respond(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn respond(
+    shared: &Shared,
+    peer: SocketAddr,
+    request: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let text = |status: StatusCode, body: &'static str| {
         let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
         *r.status_mut() = status;
         r
     };
+    let path = request.uri().path();
+    if path == "/drain" {
+        if request.method() != Method::POST {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "POST only\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        if !peer.ip().to_canonical().is_loopback() {
+            tracing::warn!(%peer, "POST /drain refused: not from loopback");
+            return text(
+                StatusCode::FORBIDDEN,
+                "POST /drain is taken from loopback only\n",
+            );
+        }
+        let started = shared.control.drain();
+        tracing::info!(%peer, started, "POST /drain: waiting for open requests to end");
+        shared.control.drained().await;
+        let mut r = Response::new(Full::new(Bytes::from_static(b"{\"drained\":true}\n")));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return r;
+    }
     if request.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
-    match request.uri().path() {
+    match path {
         "/live" => text(StatusCode::OK, "live\n"),
-        "/ready" if shared.ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n"),
+        "/ready" if shared.control.is_ready() => text(StatusCode::OK, "ready\n"),
         "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
         "/metrics" => {
             let mut r = Response::new(Full::new(Bytes::from(shared.metrics.encode())));
@@ -71,6 +106,9 @@ fn respond(shared: &Shared, request: &Request<Incoming>) -> Response<Full<Bytes>
             );
             r
         }
-        _ => text(StatusCode::NOT_FOUND, "try /metrics, /live or /ready\n"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "try /metrics, /live, /ready or POST /drain\n",
+        ),
     }
 }

@@ -43,6 +43,19 @@ pub(super) struct Streams {
 
 impl Streams {
     pub fn new(max_streams: usize, routes: &[Route], metrics: &Arc<Metrics>) -> Streams {
+        Streams {
+            global: Arc::new(Semaphore::new(max_streams.min(Semaphore::MAX_PERMITS))),
+            max_streams,
+            routes: HashMap::new(),
+            metrics: Arc::clone(metrics),
+        }
+        .for_routes(routes)
+    }
+
+    /// The caps of a reloaded configuration's `routes`: the global count and the count of every
+    /// route whose cap is unchanged carry over, so the requests still open under the old
+    /// configuration keep counting against them; a route with a new cap starts a new count.
+    pub fn for_routes(&self, routes: &[Route]) -> Streams {
         let mut caps: HashMap<String, usize> = HashMap::new();
         for route in routes {
             if let Some(cap) = route.limits.max_streams {
@@ -51,16 +64,19 @@ impl Streams {
             }
         }
         Streams {
-            global: Arc::new(Semaphore::new(max_streams.min(Semaphore::MAX_PERMITS))),
-            max_streams,
+            global: Arc::clone(&self.global),
+            max_streams: self.max_streams,
             routes: caps
                 .into_iter()
                 .map(|(path, cap)| {
-                    let semaphore = Arc::new(Semaphore::new(cap.min(Semaphore::MAX_PERMITS)));
+                    let semaphore = match self.routes.get(&path) {
+                        Some((same, old_cap)) if *old_cap == cap => Arc::clone(same),
+                        _ => Arc::new(Semaphore::new(cap.min(Semaphore::MAX_PERMITS))),
+                    };
                     (path, (semaphore, cap))
                 })
                 .collect(),
-            metrics: Arc::clone(metrics),
+            metrics: Arc::clone(&self.metrics),
         }
     }
 

@@ -34,7 +34,7 @@ use tracing::Instrument;
 
 use super::accept::{until_first_head, Activity, ConnectionSlot, FirstHead};
 use super::admission;
-use super::Router;
+use super::Routers;
 use crate::http::headers::Proto;
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
@@ -44,7 +44,9 @@ use crate::tls::ListenerTls;
 /// What the connections of one listener share. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct Connections {
-    router: Arc<Router>,
+    /// The current configuration's router; each request loads it anew, so a reload reaches
+    /// keep-alive connections at their next request.
+    routers: Routers,
     protocols: Arc<auto::Builder<TokioExecutor>>,
     tls: Option<TlsAcceptor>,
     stall_timeout: Duration,
@@ -55,7 +57,7 @@ pub(super) struct Connections {
 
 impl Connections {
     pub fn new(
-        router: Arc<Router>,
+        routers: Routers,
         protocols: auto::Builder<TokioExecutor>,
         tls: Option<&ListenerTls>,
         stall_timeout: Duration,
@@ -63,7 +65,7 @@ impl Connections {
         metrics: Arc<Metrics>,
     ) -> Self {
         Connections {
-            router,
+            routers,
             protocols: Arc::new(protocols),
             tls: tls.map(|tls| TlsAcceptor::from(Arc::clone(&tls.config))),
             stall_timeout,
@@ -133,7 +135,7 @@ impl Connections {
     ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let router = Arc::clone(&self.router);
+        let routers = Arc::clone(&self.routers);
         let activity = Activity::default();
         let requests = activity.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
@@ -143,7 +145,7 @@ impl Connections {
             if let Some(proto) = proto {
                 request.extensions_mut().insert(proto);
             }
-            let router = Arc::clone(&router);
+            let router = routers.load_full();
             async move {
                 let response = router.handle(request).await;
                 // Open until its body ends or is dropped.

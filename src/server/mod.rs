@@ -43,14 +43,16 @@ mod admission;
 pub mod admin;
 mod connection;
 mod front;
+pub mod lifecycle;
 pub mod refusal;
+mod reload;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -72,8 +74,16 @@ use crate::telemetry::metrics::Metrics;
 use accept::{AcceptBackoff, ConnectionSlots};
 use admission::Streams;
 use connection::Connections;
+pub use lifecycle::{Control, Phase};
+pub use reload::Reloader;
 
-/// Shared state of the server: read-only but for the session store.
+/// After the drain deadline, how long the terminal events of the streams still open may take to
+/// be written before the process lets go of them: the process exits within `drain_timeout` and
+/// this.
+const DEADLINE_GRACE: Duration = Duration::from_millis(750);
+
+/// Shared state of the server, built from one configuration: read-only but for the session
+/// store. A reload builds a new one for new requests; open requests keep theirs.
 struct Gateway {
     config: Config,
     relay: Relay,
@@ -90,25 +100,71 @@ struct Gateway {
     budget: BodyBudget,
 }
 
+/// What outlives a configuration: the store and what counts across all requests.
+struct Lasting {
+    store: Arc<dyn Store>,
+    settling: Arc<Settling>,
+    metrics: Arc<Metrics>,
+    budget: BodyBudget,
+    /// The global `max_streams` count (route caps are rebuilt with each configuration).
+    streams: Streams,
+    /// Flips to true at the drain deadline (`Relay`).
+    deadline: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Gateway {
+    fn build(config: Config, lasting: &Lasting) -> Arc<Gateway> {
+        let relay = Relay::new(
+            &config.routes,
+            config.mappings.clone(),
+            Arc::clone(&lasting.metrics),
+            lasting.deadline.clone(),
+            config.trusted_proxies.clone(),
+        );
+        Arc::new(Gateway {
+            relay,
+            streams: lasting.streams.for_routes(&config.routes),
+            budget: lasting.budget.clone(),
+            aap_client: AapClient::new(Arc::clone(&lasting.store), Arc::clone(&lasting.settling)),
+            store: Arc::clone(&lasting.store),
+            config,
+            metrics: Arc::clone(&lasting.metrics),
+            settling: Arc::clone(&lasting.settling),
+        })
+    }
+}
+
 /// The gateway and the front of each route (by route path), which answer requests.
 struct Router {
     gateway: Arc<Gateway>,
     fronts: HashMap<String, front::Front>,
 }
 
+impl Router {
+    fn build(gateway: Arc<Gateway>) -> Router {
+        Router {
+            fronts: front::fronts(&gateway),
+            gateway,
+        }
+    }
+}
+
+/// The routers new requests are answered by: swapped whole by a reload.
+type Routers = Arc<ArcSwap<Router>>;
+
 /// State the data plane shares with the admin listener.
 #[derive(Debug, Clone)]
 pub struct Shared {
     pub metrics: Arc<Metrics>,
-    /// True while new requests are accepted (false before start-up and while draining).
-    pub ready: Arc<AtomicBool>,
+    /// Serving, draining, drained: `/ready`, `POST /drain`.
+    pub control: Control,
 }
 
 impl Shared {
     pub fn new() -> Shared {
         Shared {
             metrics: Metrics::new(),
-            ready: Arc::new(AtomicBool::new(false)),
+            control: Control::new(),
         }
     }
 }
@@ -124,70 +180,68 @@ impl Default for Shared {
 /// Building and running are two steps so that readiness (`/ready`) is true before the process
 /// announces its address: whoever reads the announcement finds the gateway ready.
 pub struct Server {
-    router: Arc<Router>,
+    routers: Routers,
+    reloader: Reloader,
     listener: TcpListener,
     shared: Shared,
-    drain_tx: tokio::sync::watch::Sender<bool>,
+    deadline: tokio::sync::watch::Sender<bool>,
 }
 
 impl Server {
     /// Builds the gateway for `config` and marks it ready; connections queue on `listener`
     /// until [`Server::run`].
     pub fn new(config: Config, listener: TcpListener, shared: Shared) -> Server {
-        let (drain_tx, draining) = tokio::sync::watch::channel(false);
+        let (deadline, deadline_rx) = tokio::sync::watch::channel(false);
         let store: Arc<dyn Store> = Arc::new(Timed::new(
             MemoryStore::new(config.sessions),
             DEFAULT_STORE_TIMEOUT,
         ));
-        let settling = Arc::new(Settling::default());
-        let relay = Relay::new(
-            &config.routes,
-            config.mappings.clone(),
-            Arc::clone(&shared.metrics),
-            draining,
-            config.trusted_proxies.clone(),
-        );
-        let streams = Streams::new(
-            config.admission.max_streams,
-            &config.routes,
-            &shared.metrics,
-        );
-        let budget = BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics);
-        let gateway = Arc::new(Gateway {
-            relay,
-            streams,
-            budget,
-            aap_client: AapClient::new(Arc::clone(&store), Arc::clone(&settling)),
+        let lasting = Lasting {
+            streams: Streams::new(config.admission.max_streams, &[], &shared.metrics),
+            budget: BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics),
+            settling: Arc::new(Settling::default()),
             store,
-            config,
             metrics: Arc::clone(&shared.metrics),
-            settling,
-        });
-        let router = Arc::new(Router {
-            fronts: front::fronts(&gateway),
-            gateway,
-        });
-        shared.ready.store(true, Ordering::SeqCst);
+            deadline: deadline_rx,
+        };
+        let router = Router::build(Gateway::build(config, &lasting));
+        let routers: Routers = Arc::new(ArcSwap::from_pointee(router));
+        let reloader = Reloader::new(
+            Arc::clone(&routers),
+            lasting,
+            &routers.load().gateway.config,
+        );
+        shared.control.serving();
         Server {
-            router,
+            routers,
+            reloader,
             listener,
             shared,
-            drain_tx,
+            deadline,
         }
     }
 
-    /// Serves until `shutdown` resolves, then stops accepting and lets open connections finish
-    /// for up to the configured drain timeout.
+    /// The handle that applies a new configuration to this server (SIGHUP).
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
+    /// Serves until a drain starts (`shutdown` resolves, or `POST /drain`), then drains (see
+    /// [`lifecycle`]) and returns once drained and `shutdown` has resolved.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let Server {
-            router,
+            routers,
+            reloader: _,
             listener,
             shared,
-            drain_tx,
+            deadline,
         } = self;
-        let drain_timeout = router.gateway.config.drain_timeout;
-        let stall_timeout = router.gateway.config.stall_timeout;
-        let admission = router.gateway.config.admission;
+        let control = shared.control.clone();
+        let (stall_timeout, admission, tls) = {
+            let router = routers.load();
+            let config = &router.gateway.config;
+            (config.stall_timeout, config.admission, config.tls.clone())
+        };
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex;
         // under TLS, either by ALPN.
@@ -198,9 +252,8 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(admission.request_header_timeout);
         protocols.http2().timer(TokioTimer::new());
-        let tls = router.gateway.config.tls.clone();
         let connections = Connections::new(
-            router,
+            Arc::clone(&routers),
             protocols,
             tls.as_ref(),
             stall_timeout,
@@ -211,40 +264,56 @@ impl Server {
             ConnectionSlots::new(admission.max_connections, shared.metrics.connections_open());
         let mut backoff = AcceptBackoff::default();
         tokio::pin!(shutdown);
-        'serve: loop {
-            // A slot first: at max_connections, new clients wait in the listen backlog.
-            let slot = tokio::select! {
-                slot = slots.take() => slot,
-                () = &mut shutdown => break 'serve,
-            };
-            let (stream, peer) = loop {
-                let accepted = tokio::select! {
-                    accepted = listener.accept() => accepted,
-                    () = &mut shutdown => break 'serve,
-                };
-                match accepted {
-                    Ok(pair) => {
-                        backoff.succeeded();
-                        break pair;
-                    }
-                    Err(error) => {
-                        // Per-connection failures and descriptor exhaustion must not stop the
-                        // server, nor make it spin on a listener that stays readable.
-                        shared.metrics.accept_error();
-                        let wait = backoff.failed(&error);
-                        tokio::select! {
-                            () = tokio::time::sleep(wait) => {}
-                            () = &mut shutdown => break 'serve,
-                        }
-                    }
+        let signalled = {
+            // A signal (true) or `POST /drain` (false): either ends the accept loop.
+            let stop = async {
+                tokio::select! {
+                    () = &mut shutdown => true,
+                    () = control.draining() => false,
                 }
             };
-            connections.spawn(stream, peer, graceful.watcher(), slot.accepted());
-        }
-        shared.ready.store(false, Ordering::SeqCst);
+            tokio::pin!(stop);
+            'serve: loop {
+                // A slot first: at max_connections, new clients wait in the listen backlog.
+                let slot = tokio::select! {
+                    slot = slots.take() => slot,
+                    signalled = &mut stop => break 'serve signalled,
+                };
+                let (stream, peer) = loop {
+                    let accepted = tokio::select! {
+                        accepted = listener.accept() => accepted,
+                        signalled = &mut stop => break 'serve signalled,
+                    };
+                    match accepted {
+                        Ok(pair) => {
+                            backoff.succeeded();
+                            break pair;
+                        }
+                        Err(error) => {
+                            // Per-connection failures and descriptor exhaustion must not stop
+                            // the server, nor make it spin on a listener that stays readable.
+                            shared.metrics.accept_error();
+                            let wait = backoff.failed(&error);
+                            tokio::select! {
+                                () = tokio::time::sleep(wait) => {}
+                                signalled = &mut stop => break 'serve signalled,
+                            }
+                        }
+                    }
+                };
+                connections.spawn(stream, peer, graceful.watcher(), slot.accepted());
+            }
+        };
+        control.drain();
+        // Closed now, not at return: connections arriving during the drain are refused by the
+        // kernel instead of queueing where nothing will accept them.
+        drop(listener);
+        drop(slots);
+        let drain_timeout = routers.load().gateway.config.drain_timeout;
         tracing::info!(
             drain_timeout_s = drain_timeout.as_secs_f64(),
-            "shutting down: draining open streams"
+            started_by = if signalled { "signal" } else { "POST /drain" },
+            "draining: listener closed, open requests run on until drain_timeout"
         );
         let drained = graceful.shutdown();
         tokio::pin!(drained);
@@ -255,10 +324,20 @@ impl Server {
             tracing::warn!(
                 "drain deadline reached; ending the remaining streams with GATEWAY_SHUTDOWN"
             );
-            let _ = drain_tx.send(true);
-            // The terminal events are written at once; the connections then close, which resolves
-            // `drained`. The bound only guards against a client that stopped reading.
-            let _ = tokio::time::timeout(Duration::from_secs(10), drained).await;
+            // Streams write their terminal event, requests still waiting for upstream headers
+            // are answered 503; the connections then close, which resolves `drained`. The grace
+            // only bounds a client that stopped reading.
+            let _ = deadline.send(true);
+            if tokio::time::timeout(DEADLINE_GRACE, drained).await.is_err() {
+                tracing::warn!("connections still open after the drain grace are dropped");
+            }
+        }
+        control.finished();
+        tracing::info!("drained");
+        if !signalled {
+            // Drained ahead of the signal (by `POST /drain`): the process lives on, serving
+            // nothing, until it is told to stop.
+            shutdown.await;
         }
         Ok(())
     }

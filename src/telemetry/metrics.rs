@@ -313,6 +313,16 @@ impl Metrics {
         self.admission.accept_errors.inc();
     }
 
+    /// A configuration reload, applied (`ok`) or rejected.
+    pub fn config_reload(&self, ok: bool) {
+        let _ = ok;
+    }
+
+    /// Whether the gateway is draining.
+    pub fn set_draining(&self, on: bool) {
+        let _ = on;
+    }
+
     /// Starts recording a stream; the guard records `cancelled` if dropped unfinished.
     pub fn stream_started(self: &Arc<Self>, route: &str) -> StreamRecord {
         let labels = RouteLabels {

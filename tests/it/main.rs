@@ -28,6 +28,7 @@ mod forwarding;
 mod golden_hai;
 mod hai_client;
 mod layering;
+mod lifecycle;
 mod log_safety;
 mod no_leaks;
 mod proxy_faults;
