@@ -305,6 +305,7 @@ impl Server {
             }
         };
         control.drain();
+        shared.metrics.set_draining(true);
         // Closed now, not at return: connections arriving during the drain are refused by the
         // kernel instead of queueing where nothing will accept them.
         drop(listener);

@@ -82,10 +82,38 @@ pub struct Metrics {
     stream_duration: DurationFamily,
     store_errors: Family<StoreLabels, Counter>,
     admission: AdmissionMetrics,
+    lifecycle: LifecycleMetrics,
 }
 
 /// What admission control counts: requests holding a stream permit, refusals by the limit
 /// reached, buffered request bytes, open connections, and what the accept loop went through.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+/// Reloads and drains.
+#[derive(Default)]
+struct LifecycleMetrics {
+    config_reloads: Family<ResultLabels, Counter>,
+    draining: Gauge,
+}
+
+impl LifecycleMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP or a changed file), by result: ok (applied) or error (rejected, the running configuration stays)",
+            self.config_reloads.clone(),
+        );
+        registry.register(
+            "draining",
+            "1 once a drain has started (SIGTERM or POST /drain): not ready, not accepting",
+            self.draining.clone(),
+        );
+    }
+}
+
 #[derive(Default)]
 struct AdmissionMetrics {
     streams_admitted: Family<RouteLabels, Gauge>,
@@ -229,7 +257,10 @@ impl Metrics {
         );
         let admission = AdmissionMetrics::default();
         admission.register(&mut registry);
+        let lifecycle = LifecycleMetrics::default();
+        lifecycle.register(&mut registry);
         Arc::new(Metrics {
+            lifecycle,
             registry,
             streams_active,
             streams,
@@ -315,12 +346,18 @@ impl Metrics {
 
     /// A configuration reload, applied (`ok`) or rejected.
     pub fn config_reload(&self, ok: bool) {
-        let _ = ok;
+        let result = if ok { "ok" } else { "error" };
+        self.lifecycle
+            .config_reloads
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
     }
 
-    /// Whether the gateway is draining.
+    /// Whether the gateway is draining (or drained).
     pub fn set_draining(&self, on: bool) {
-        let _ = on;
+        self.lifecycle.draining.set(i64::from(on));
     }
 
     /// Starts recording a stream; the guard records `cancelled` if dropped unfinished.
