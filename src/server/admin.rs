@@ -72,7 +72,7 @@ async fn respond(
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
-        if !peer.ip().to_canonical().is_loopback() {
+        if !may_drain(peer) {
             tracing::warn!(%peer, "POST /drain refused: not from loopback");
             return text(
                 StatusCode::FORBIDDEN,
@@ -110,5 +110,36 @@ async fn respond(
             StatusCode::NOT_FOUND,
             "try /metrics, /live, /ready or POST /drain\n",
         ),
+    }
+}
+
+/// Whether `peer` may start a drain: loopback only, IPv4-mapped IPv6 included.
+fn may_drain(peer: SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_drain;
+
+    #[test]
+    fn only_loopback_peers_may_drain() {
+        for allowed in [
+            "127.0.0.1:1",
+            "127.8.9.10:1",
+            "[::1]:1",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            assert!(may_drain(allowed.parse().unwrap()), "{allowed}");
+        }
+        for refused in [
+            "10.0.0.7:1",
+            "192.168.1.2:1",
+            "[::ffff:10.0.0.7]:1",
+            "[fe80::1]:1",
+            "0.0.0.0:1",
+        ] {
+            assert!(!may_drain(refused.parse().unwrap()), "{refused}");
+        }
     }
 }
