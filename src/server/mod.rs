@@ -80,7 +80,7 @@ pub use reload::Reloader;
 /// After the drain deadline, how long the terminal events of the streams still open may take to
 /// be written before the process lets go of them: the process exits within `drain_timeout` and
 /// this.
-const DEADLINE_GRACE: Duration = Duration::from_millis(750);
+const DEADLINE_GRACE: Duration = Duration::from_millis(500);
 
 /// Shared state of the server, built from one configuration: read-only but for the session
 /// store. A reload builds a new one for new requests; open requests keep theirs.
