@@ -135,10 +135,11 @@ impl Server {
     /// until [`Server::run`].
     pub fn new(config: Config, listener: TcpListener, shared: Shared) -> Server {
         let (drain_tx, draining) = tokio::sync::watch::channel(false);
-        let store: Arc<dyn Store> = Arc::new(Timed::new(
-            MemoryStore::new(config.sessions),
-            DEFAULT_STORE_TIMEOUT,
-        ));
+        let store: Arc<dyn Store> = Arc::new(
+            Timed::new(MemoryStore::new(config.sessions), DEFAULT_STORE_TIMEOUT)
+                .observed(shared.metrics.store_observer()),
+        );
+        shared.metrics.watch_store(&store);
         let settling = Arc::new(Settling::default());
         let relay = Relay::new(
             &config.routes,

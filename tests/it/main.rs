@@ -29,6 +29,7 @@ mod golden_hai;
 mod hai_client;
 mod layering;
 mod log_safety;
+mod metrics;
 mod no_leaks;
 mod proxy_faults;
 mod proxy_fixtures;
