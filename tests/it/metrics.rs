@@ -479,3 +479,43 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exposes() {
         assert!(read.contains(name), "no panel reads {name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_speaks_plain_http_to_a_tls_listener_is_a_refused_handshake() {
+    let pki = support::tls::Pki::new();
+    let leaf = pki.server("gateway", &["localhost", "127.0.0.1"]);
+    let gateway = Gateway::spawn(&[
+        "--upstream",
+        "builtin:demo",
+        "--tls-cert",
+        leaf.cert.to_str().unwrap(),
+        "--tls-key",
+        leaf.key.to_str().unwrap(),
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]);
+    let admin = gateway.admin_addr();
+    let mut plain = TcpStream::connect(gateway.addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut plain, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    // Whatever the gateway answers (a TLS alert, or nothing), it closes the connection.
+    let _ = tokio::time::timeout(PATIENCE, plain.read_to_end(&mut buf))
+        .await
+        .expect("the gateway ends a failed handshake");
+    let text = wait_for_metric(
+        admin,
+        "dialect_proxy_connections_refused_total{reason=\"tls_handshake\"}",
+        1.0,
+    )
+    .await;
+    assert_eq!(
+        metric(
+            &text,
+            "dialect_proxy_connections_refused_total{reason=\"header_timeout\"}"
+        ),
+        None,
+        "{text}"
+    );
+}
