@@ -158,6 +158,8 @@ where
     drain: DrainSignal,
     /// A frame waiting to go out before anything else.
     waiting: Option<Bytes>,
+    /// The waiting frame holds events (not the opening comment).
+    waiting_events: bool,
     out: BytesMut,
     span: Span,
     record: StreamRecord,
@@ -184,6 +186,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         // contacted), or the client's dialect with an event (AAP's `turn_start`).
         let mut first = BytesMut::new();
         pipeline.begin(&mut first);
+        let waiting_events = !first.is_empty() || pipeline.opening().is_some();
         let waiting = if !first.is_empty() {
             Some(first.freeze())
         } else if let Some(opening) = pipeline.opening() {
@@ -206,6 +209,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
             drain,
             waiting,
+            waiting_events,
             out: BytesMut::new(),
             span,
             record,
@@ -331,6 +335,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         }
         let deadline = Instant::now() + self.timers.heartbeat_interval;
         self.heartbeat.as_mut().reset(deadline);
+        // What the pipeline writes is events, never comments.
+        self.record.first_event();
         Some(self.out.split().freeze())
     }
 }
@@ -347,6 +353,9 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
         let span = this.span.clone();
         let _entered = span.enter();
         if let Some(frame) = this.waiting.take() {
+            if this.waiting_events {
+                this.record.first_event();
+            }
             return Poll::Ready(Some(Ok(Frame::data(frame))));
         }
         // Checked first: an upstream that always has data must not hide the shutdown deadline.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use http::header;
 use http_body_util::BodyExt;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::watch;
 use tracing::Span;
 
@@ -44,6 +45,8 @@ pub struct Relay {
     /// One pooled client per distinct connect timeout and TLS settings, so each route's
     /// timeout and trust hold; routes that agree on both share connections.
     clients: Arc<HashMap<ClientKey, UpstreamClient>>,
+    /// Each route's histogram of upstream response header times, by route path.
+    headers_seconds: Arc<HashMap<String, Histogram>>,
     /// What each route's upstream requests carry as `Authorization`.
     credentials: Arc<Credentials>,
     mappings: Mappings,
@@ -63,13 +66,18 @@ impl Relay {
         trusted_proxies: TrustedProxies,
     ) -> Relay {
         let mut clients = HashMap::new();
+        let mut headers_seconds = HashMap::new();
         for route in routes {
             clients.entry(client_key(route)).or_insert_with(|| {
                 UpstreamClient::new(route.limits.connect_timeout, route.tls.as_ref())
             });
+            headers_seconds
+                .entry(route.path.clone())
+                .or_insert_with(|| metrics.upstream_headers(&route.path));
         }
         Relay {
             clients: Arc::new(clients),
+            headers_seconds: Arc::new(headers_seconds),
             credentials: Arc::new(Credentials::new(routes)),
             mappings,
             draining,
@@ -82,14 +90,21 @@ impl Relay {
         &self.metrics
     }
 
-    /// The pooled client for `route`'s connect timeout and TLS settings.
+    /// The pooled client for `route`'s connect timeout and TLS settings, observing the
+    /// route's upstream response header times.
     pub fn client(&self, route: &Route) -> UpstreamClient {
-        self.clients
+        let client = self
+            .clients
             .get(&client_key(route))
             .cloned()
             .unwrap_or_else(|| {
                 UpstreamClient::new(route.limits.connect_timeout, route.tls.as_ref())
-            })
+            });
+        let histogram = match self.headers_seconds.get(route.path.as_str()) {
+            Some(histogram) => histogram.clone(),
+            None => self.metrics.upstream_headers(&route.path),
+        };
+        client.observed(histogram)
     }
 
     /// The `Authorization` rules of `route`'s upstream requests (`auth::outbound`).

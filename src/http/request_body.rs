@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{ErrorCode, Failure};
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, Rejection};
 
 /// How long a client may take to send its (small) request body.
 pub const REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,6 +82,7 @@ impl BodyBudget {
         }
         let total = reservation.bytes.saturating_add(more);
         if total > self.capacity {
+            self.metrics.rejected(Rejection::RequestTooLarge);
             return Err(Failure::new(
                 ErrorCode::PayloadTooLarge,
                 format!(
@@ -93,7 +94,7 @@ impl BodyBudget {
         let permits = u32::try_from(more).ok();
         let acquired = permits.and_then(|n| Arc::clone(&self.bytes).try_acquire_many_owned(n).ok());
         let Some(acquired) = acquired else {
-            self.metrics.overloaded("max_buffered_request_bytes");
+            self.metrics.rejected(Rejection::MaxBufferedRequestBytes);
             return Err(Failure::new(
                 ErrorCode::Overloaded,
                 format!(
@@ -151,6 +152,7 @@ pub async fn read_body(
     budget: &BodyBudget,
 ) -> Result<BufferedBody, Failure> {
     let too_large = |declared: Option<usize>| {
+        budget.metrics.rejected(Rejection::RequestTooLarge);
         let declared = declared.map_or(String::new(), |n| format!(" ({n} bytes declared)"));
         Failure::new(
             ErrorCode::PayloadTooLarge,
@@ -235,7 +237,7 @@ mod tests {
         budget.reserve(&mut b, 400).unwrap();
         assert_eq!(budget.available(), 600);
         assert!(metrics.encode().contains(
-            "dialect_proxy_requests_overloaded_total{limit=\"max_buffered_request_bytes\"} 1"
+            "dialect_proxy_admission_rejections_total{reason=\"max_buffered_request_bytes\"} 1"
         ));
     }
 }

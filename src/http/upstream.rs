@@ -24,6 +24,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use prometheus_client::metrics::histogram::Histogram;
+use tokio::time::Instant;
 
 use crate::error::{ErrorCode, Failure};
 use crate::tls::client::https_connector;
@@ -40,6 +42,8 @@ const TLS_FAILED: &str =
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Where the time from sending a request to its response headers goes (per route).
+    headers_seconds: Option<Histogram>,
 }
 
 impl UpstreamClient {
@@ -49,7 +53,17 @@ impl UpstreamClient {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(https_connector(connect_timeout, tls));
-        UpstreamClient { client }
+        UpstreamClient {
+            client,
+            headers_seconds: None,
+        }
+    }
+
+    /// The same pooled client, observing into `histogram` how long each request waited for
+    /// its response headers (connecting included; failures and timeouts are not observed).
+    pub fn observed(mut self, histogram: Histogram) -> UpstreamClient {
+        self.headers_seconds = Some(histogram);
+        self
     }
 
     /// POSTs `body` and waits for response headers. Dropping the returned future cancels the
@@ -87,6 +101,7 @@ impl UpstreamClient {
                 )
             })?;
         *request.headers_mut() = headers;
+        let sent = Instant::now();
         let response =
             match tokio::time::timeout(headers_timeout, self.client.request(request)).await {
                 Err(_) => {
@@ -127,6 +142,9 @@ impl UpstreamClient {
                 }
                 Ok(Ok(response)) => response,
             };
+        if let Some(histogram) = &self.headers_seconds {
+            histogram.observe(sent.elapsed().as_secs_f64());
+        }
         if response.status().is_success() {
             return Ok(response);
         }

@@ -21,6 +21,7 @@
 
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,13 +84,20 @@ impl Drop for ConnectionSlot {
 
 /// Told by the service when a connection's first request head has arrived. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub(super) struct FirstHead(Arc<Notify>);
+pub(super) struct FirstHead(Arc<(Notify, AtomicBool)>);
 
 impl FirstHead {
     /// A request head was read (called for every request; only the first matters).
     pub fn seen(&self) {
+        self.0 .1.store(true, Ordering::Relaxed);
         // `notify_one` keeps the notification when nobody waits yet.
-        self.0.notify_one();
+        self.0 .0.notify_one();
+    }
+
+    /// Whether a request head has arrived yet: a connection closed before is refused, not
+    /// idle.
+    pub fn was_seen(&self) -> bool {
+        self.0 .1.load(Ordering::Relaxed)
     }
 }
 
@@ -101,7 +109,7 @@ pub(super) async fn until_first_head<F: Future>(
     connection: F,
 ) -> Option<F::Output> {
     let deadline = async {
-        if tokio::time::timeout(timeout, first_head.0.notified())
+        if tokio::time::timeout(timeout, first_head.0 .0.notified())
             .await
             .is_ok()
         {

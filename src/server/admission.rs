@@ -30,7 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::Route;
 use crate::error::{ErrorCode, Failure};
 use crate::http::response::ResponseBody;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, Rejection};
 
 /// The stream caps of a gateway. See the module docs.
 pub(super) struct Streams {
@@ -86,7 +86,7 @@ impl Streams {
             Some((semaphore, cap)) => match Arc::clone(semaphore).try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
-                    self.metrics.overloaded("routes.limits.max_streams");
+                    self.metrics.rejected(Rejection::RouteMaxStreams);
                     return Err(Failure::new(
                         ErrorCode::Overloaded,
                         format!(
@@ -99,7 +99,7 @@ impl Streams {
             None => None,
         };
         let Ok(global) = Arc::clone(&self.global).try_acquire_owned() else {
-            self.metrics.overloaded("max_streams");
+            self.metrics.rejected(Rejection::MaxStreams);
             return Err(Failure::new(
                 ErrorCode::Overloaded,
                 format!(
@@ -228,7 +228,7 @@ mod tests {
         );
         let text = metrics.encode();
         assert!(
-            text.contains("dialect_proxy_requests_overloaded_total{limit=\"max_streams\"} 2"),
+            text.contains("dialect_proxy_admission_rejections_total{reason=\"max_streams\"} 2"),
             "{text}"
         );
         assert!(

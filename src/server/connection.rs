@@ -38,7 +38,7 @@ use super::Routers;
 use crate::http::headers::Proto;
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{self, ConnectionRefusal, Metrics};
 use crate::tls::ListenerTls;
 
 /// What the connections of one listener share. Cheap to clone.
@@ -96,7 +96,7 @@ impl Connections {
                     .await
                     .is_none()
                 {
-                    this.metrics.header_timeout();
+                    this.header_timeout(&first_head);
                     tracing::debug!(
                         timeout_ms = this.header_timeout.as_millis() as u64,
                         "connection closed: no request head within request_header_timeout"
@@ -105,6 +105,16 @@ impl Connections {
             }
             .instrument(span),
         );
+    }
+
+    /// A connection closed by `request_header_timeout`: refused when no request head had
+    /// arrived (whichever timer saw it first), idle otherwise.
+    fn header_timeout(&self, first_head: &FirstHead) {
+        self.metrics.header_timeout();
+        if !first_head.was_seen() {
+            self.metrics
+                .connection_refused(ConnectionRefusal::HeaderTimeout);
+        }
     }
 
     async fn serve(self, stream: TcpStream, peer: SocketAddr, watcher: Watcher, seen: FirstHead) {
@@ -121,7 +131,11 @@ impl Connections {
                 self.http(stream, peer, watcher, seen, Some(Proto::Https))
                     .await;
             }
-            Err(error) => tracing::debug!(%error, "TLS handshake failed"),
+            Err(error) => {
+                self.metrics
+                    .connection_refused(ConnectionRefusal::TlsHandshake);
+                tracing::debug!(%error, "TLS handshake failed");
+            }
         }
     }
 
@@ -136,9 +150,11 @@ impl Connections {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let routers = Arc::clone(&self.routers);
+        let first_head = seen.clone();
         let activity = Activity::default();
         let requests = activity.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
+            let arrived = tokio::time::Instant::now();
             seen.seen();
             let open = requests.begin();
             request.extensions_mut().insert(ClientAddr(peer));
@@ -147,7 +163,7 @@ impl Connections {
             }
             let router = routers.load_full();
             async move {
-                let response = router.handle(request).await;
+                let response = metrics::arrived(arrived, router.handle(request)).await;
                 // Open until its body ends or is dropped.
                 Ok::<_, Infallible>(admission::hold(response, open))
             }
@@ -160,7 +176,7 @@ impl Connections {
             () = activity.idle_for(self.header_timeout) => {
                 // No request open: dropping the connection closes it. The same limit as
                 // hyper's wait for a keep-alive connection's next head, counted alike.
-                self.metrics.header_timeout();
+                self.header_timeout(&first_head);
                 tracing::debug!(
                     timeout_ms = self.header_timeout.as_millis() as u64,
                     "connection closed: idle for request_header_timeout"
@@ -175,7 +191,7 @@ impl Connections {
                 .downcast_ref::<hyper::Error>()
                 .is_some_and(hyper::Error::is_timeout)
             {
-                self.metrics.header_timeout();
+                self.header_timeout(&first_head);
             }
             tracing::debug!(%error, "connection ended with an error");
         }

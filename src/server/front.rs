@@ -34,6 +34,7 @@ use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::http::response::ResponseBody;
 use crate::session::Principal;
+use crate::telemetry::metrics::Rejection;
 
 /// One route's front, as a cloneable service.
 pub(super) type Front = BoxCloneSyncService<Request<Incoming>, Response<ResponseBody>, Infallible>;
@@ -119,6 +120,7 @@ async fn admit_and_answer(
 /// The 401 of a request that is not authenticated, in the client's dialect.
 fn unauthorized(gateway: &Gateway, route: &Route, error: &AuthError) -> Response<ResponseBody> {
     tracing::debug!(reason = %error, "request refused: not authenticated");
+    gateway.metrics.rejected(Rejection::Unauthenticated);
     gateway
         .metrics
         .refused(&route.path, ErrorCode::Unauthorized.label());

@@ -192,10 +192,11 @@ impl Server {
     /// until [`Server::run`].
     pub fn new(config: Config, listener: TcpListener, shared: Shared) -> Server {
         let (deadline, deadline_rx) = tokio::sync::watch::channel(false);
-        let store: Arc<dyn Store> = Arc::new(Timed::new(
-            MemoryStore::new(config.sessions),
-            DEFAULT_STORE_TIMEOUT,
-        ));
+        let store: Arc<dyn Store> = Arc::new(
+            Timed::new(MemoryStore::new(config.sessions), DEFAULT_STORE_TIMEOUT)
+                .observed(shared.metrics.store_observer()),
+        );
+        shared.metrics.watch_store(&store);
         let lasting = Lasting {
             streams: Streams::new(config.admission.max_streams, &[], &shared.metrics),
             budget: BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics),

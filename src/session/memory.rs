@@ -17,7 +17,8 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 
 use super::{
-    Principal, Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit,
+    Principal, Session, SessionConfig, SessionLimits, Store, StoreCounts, StoreError, ThreadRecord,
+    TurnCommit,
 };
 use crate::event::history_bytes;
 
@@ -231,6 +232,13 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn limits(&self) -> SessionLimits {
         self.limits
+    }
+
+    fn counts(&self) -> StoreCounts {
+        StoreCounts {
+            sessions: self.sessions.len(),
+            thread_records: self.threads.len(),
+        }
     }
 
     async fn create(&self, session: Session) -> Result<(), StoreError> {

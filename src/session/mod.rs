@@ -71,7 +71,7 @@ pub use memory::MemoryStore;
 pub use principal::{Principal, ANONYMOUS};
 pub use records::{PendingCall, ThreadRecord};
 pub use settling::{Ending, Settling, UnderWay};
-pub use timed::{Timed, DEFAULT_STORE_TIMEOUT};
+pub use timed::{StoreObserver, Timed, DEFAULT_STORE_TIMEOUT};
 
 use std::time::Duration;
 
@@ -160,6 +160,15 @@ pub struct TurnCommit {
     pub pending: Vec<Pending>,
 }
 
+/// What a store holds now ([`Store::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Sessions of the AAP faces, idle ones not yet expired included.
+    pub sessions: usize,
+    /// Thread records of the AAP clients, idle ones not yet expired included.
+    pub thread_records: usize,
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -192,6 +201,10 @@ pub enum StoreError {
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> SessionLimits;
+    /// What the store holds now, read at every metrics scrape: it must be cheap and must not
+    /// wait. Counting belongs to the store, whatever its backend: only it sees entries expire.
+    /// A networked store answers from counts it keeps up to date itself.
+    fn counts(&self) -> StoreCounts;
     /// Stores a new session (its id from [`new_session_id`]) for [`Session::owner`], charging
     /// its history; refused, with nothing stored, past a quota or the byte budget.
     async fn create(&self, session: Session) -> Result<(), StoreError>;

@@ -1,37 +1,68 @@
-//! [`Timed`]: every operation of a store, bounded. A store that hangs (a networked one whose
-//! peer stopped answering) must fail a request within a known time rather than hold it.
+//! [`Timed`]: every operation of a store, bounded and observed. A store that hangs (a networked
+//! one whose peer stopped answering) must fail a request within a known time rather than hold
+//! it; how long each operation took, and how it ended, goes to a [`StoreObserver`] (the
+//! metrics), whatever the store behind it.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 use super::{
-    Principal, Session, SessionConfig, SessionLimits, Store, StoreError, ThreadRecord, TurnCommit,
+    Principal, Session, SessionConfig, SessionLimits, Store, StoreCounts, StoreError, ThreadRecord,
+    TurnCommit,
 };
 
 /// How long one store operation may take before it fails with [`StoreError::Timeout`].
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Told of every operation of a [`Timed`] store once it ends: its name (a bounded set, the
+/// [`Store`] method's), how long it took (a timeout included), and its error if it failed.
+/// Called on the request's task: it must be cheap and must not wait.
+pub trait StoreObserver: Send + Sync + std::fmt::Debug {
+    fn observe(&self, op: &'static str, took: Duration, error: Option<&StoreError>);
+}
 
 /// A store whose operations fail with [`StoreError::Timeout`] after `timeout`.
 #[derive(Debug)]
 pub struct Timed<S> {
     inner: S,
     timeout: Duration,
+    observer: Option<Arc<dyn StoreObserver>>,
 }
 
 impl<S: Store> Timed<S> {
     pub fn new(inner: S, timeout: Duration) -> Timed<S> {
-        Timed { inner, timeout }
+        Timed {
+            inner,
+            timeout,
+            observer: None,
+        }
+    }
+
+    /// The same store, reporting every operation to `observer`.
+    pub fn observed(self, observer: Arc<dyn StoreObserver>) -> Timed<S> {
+        Timed {
+            observer: Some(observer),
+            ..self
+        }
     }
 
     async fn bounded<T>(
         &self,
+        name: &'static str,
         op: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout, op)
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.timeout, op)
             .await
-            .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+            .unwrap_or(Err(StoreError::Timeout(self.timeout)));
+        if let Some(observer) = &self.observer {
+            observer.observe(name, started.elapsed(), result.as_ref().err());
+        }
+        result
     }
 }
 
@@ -41,12 +72,16 @@ impl<S: Store> Store for Timed<S> {
         self.inner.limits()
     }
 
+    fn counts(&self) -> StoreCounts {
+        self.inner.counts()
+    }
+
     async fn create(&self, session: Session) -> Result<(), StoreError> {
-        self.bounded(self.inner.create(session)).await
+        self.bounded("create", self.inner.create(session)).await
     }
 
     async fn get(&self, id: &str, owner: &Principal) -> Result<Option<Session>, StoreError> {
-        self.bounded(self.inner.get(id, owner)).await
+        self.bounded("get", self.inner.get(id, owner)).await
     }
 
     async fn config(
@@ -54,7 +89,7 @@ impl<S: Store> Store for Timed<S> {
         id: &str,
         owner: &Principal,
     ) -> Result<Option<SessionConfig>, StoreError> {
-        self.bounded(self.inner.config(id, owner)).await
+        self.bounded("config", self.inner.config(id, owner)).await
     }
 
     async fn list(
@@ -64,24 +99,27 @@ impl<S: Store> Store for Timed<S> {
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Session>, bool), StoreError> {
-        self.bounded(self.inner.list(face, owner, after, limit))
+        self.bounded("list", self.inner.list(face, owner, after, limit))
             .await
     }
 
     async fn delete(&self, id: &str, owner: &Principal) -> Result<bool, StoreError> {
-        self.bounded(self.inner.delete(id, owner)).await
+        self.bounded("delete", self.inner.delete(id, owner)).await
     }
 
     async fn begin_turn(&self, id: &str, owner: &Principal) -> Result<Session, StoreError> {
-        self.bounded(self.inner.begin_turn(id, owner)).await
+        self.bounded("begin_turn", self.inner.begin_turn(id, owner))
+            .await
     }
 
     async fn charge_input(&self, id: &str, bytes: usize) -> Result<(), StoreError> {
-        self.bounded(self.inner.charge_input(id, bytes)).await
+        self.bounded("charge_input", self.inner.charge_input(id, bytes))
+            .await
     }
 
     async fn end_turn(&self, id: &str, commit: Option<TurnCommit>) -> Result<(), StoreError> {
-        self.bounded(self.inner.end_turn(id, commit)).await
+        self.bounded("end_turn", self.inner.end_turn(id, commit))
+            .await
     }
 
     async fn begin_thread(
@@ -89,15 +127,17 @@ impl<S: Store> Store for Timed<S> {
         key: &str,
         owner: &Principal,
     ) -> Result<Option<ThreadRecord>, StoreError> {
-        self.bounded(self.inner.begin_thread(key, owner)).await
+        self.bounded("begin_thread", self.inner.begin_thread(key, owner))
+            .await
     }
 
     async fn save_thread(&self, key: &str, record: ThreadRecord) -> Result<(), StoreError> {
-        self.bounded(self.inner.save_thread(key, record)).await
+        self.bounded("save_thread", self.inner.save_thread(key, record))
+            .await
     }
 
     async fn end_thread(&self, key: &str) -> Result<(), StoreError> {
-        self.bounded(self.inner.end_thread(key)).await
+        self.bounded("end_thread", self.inner.end_thread(key)).await
     }
 }
 
@@ -113,6 +153,9 @@ mod tests {
     impl Store for Stuck {
         fn limits(&self) -> SessionLimits {
             SessionLimits::default()
+        }
+        fn counts(&self) -> StoreCounts {
+            StoreCounts::default()
         }
         async fn create(&self, _: Session) -> Result<(), StoreError> {
             std::future::pending().await
@@ -163,9 +206,20 @@ mod tests {
         }
     }
 
+    /// What an observer was told.
+    #[derive(Debug, Default)]
+    struct Seen(std::sync::Mutex<Vec<(&'static str, Duration, Option<StoreError>)>>);
+
+    impl StoreObserver for Seen {
+        fn observe(&self, op: &'static str, took: Duration, error: Option<&StoreError>) {
+            self.0.lock().unwrap().push((op, took, error.cloned()));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_hanging_store_times_out_with_a_typed_error() {
-        let store = Timed::new(Stuck, Duration::from_millis(250));
+        let seen = Arc::new(Seen::default());
+        let store = Timed::new(Stuck, Duration::from_millis(250)).observed(Arc::clone(&seen) as _);
         let started = tokio::time::Instant::now();
         assert_eq!(
             store.begin_turn("s", &Principal::anonymous()).await,
@@ -175,6 +229,64 @@ mod tests {
         assert_eq!(
             store.end_thread("k").await,
             Err(StoreError::Timeout(Duration::from_millis(250)))
+        );
+        let timeout = Some(StoreError::Timeout(Duration::from_millis(250)));
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            [
+                ("begin_turn", Duration::from_millis(250), timeout.clone()),
+                ("end_thread", Duration::from_millis(250), timeout),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn operations_and_what_they_hold_are_reported() {
+        let seen = Arc::new(Seen::default());
+        let store = Timed::new(
+            super::super::MemoryStore::new(SessionLimits::default()),
+            DEFAULT_STORE_TIMEOUT,
+        )
+        .observed(Arc::clone(&seen) as _);
+        let owner = Principal::anonymous();
+        store
+            .create(Session {
+                id: "s1".into(),
+                owner: owner.clone(),
+                ..Session::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.counts().sessions, 1);
+        store.begin_thread("k", &owner).await.unwrap();
+        assert_eq!(store.counts().thread_records, 1);
+        assert!(store.delete("s1", &owner).await.unwrap());
+        assert_eq!(
+            store.begin_turn("s1", &owner).await,
+            Err(StoreError::NotFound)
+        );
+        assert_eq!(
+            store.counts(),
+            StoreCounts {
+                sessions: 0,
+                thread_records: 1
+            }
+        );
+        let ops: Vec<_> = seen
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(op, _, error)| (*op, error.clone()))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("create", None),
+                ("begin_thread", None),
+                ("delete", None),
+                ("begin_turn", Some(StoreError::NotFound)),
+            ]
         );
     }
 }

@@ -169,7 +169,7 @@ async fn streams_over_a_global_cap_of_2_get_503_with_retry_after_until_one_ends(
     assert_eq!(
         metric(
             &text,
-            "dialect_proxy_requests_overloaded_total{limit=\"max_streams\"}"
+            "dialect_proxy_admission_rejections_total{reason=\"max_streams\"}"
         ),
         Some(1.0)
     );
@@ -317,7 +317,7 @@ max_streams = 1
     assert_eq!(
         metric(
             &text,
-            "dialect_proxy_requests_overloaded_total{limit=\"routes.limits.max_streams\"}"
+            "dialect_proxy_admission_rejections_total{reason=\"route_max_streams\"}"
         ),
         Some(2.0)
     );
@@ -415,7 +415,7 @@ async fn a_flood_of_40_unfinished_4_mib_bodies_gets_503_beyond_a_16_mib_budget()
     assert_eq!(
         metric(
             &text,
-            "dialect_proxy_requests_overloaded_total{limit=\"max_buffered_request_bytes\"}"
+            "dialect_proxy_admission_rejections_total{reason=\"max_buffered_request_bytes\"}"
         ),
         Some((CONNECTIONS - ADMITTED) as f64)
     );

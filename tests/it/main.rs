@@ -30,6 +30,7 @@ mod hai_client;
 mod layering;
 mod lifecycle;
 mod log_safety;
+mod metrics;
 mod no_leaks;
 mod proxy_faults;
 mod proxy_fixtures;

@@ -212,6 +212,9 @@ mod tests {
         fn limits(&self) -> SessionLimits {
             self.0.limits()
         }
+        fn counts(&self) -> crate::session::StoreCounts {
+            self.0.counts()
+        }
         async fn create(&self, s: Session) -> Result<(), StoreError> {
             self.0.create(s).await
         }
