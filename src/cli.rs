@@ -238,17 +238,20 @@ impl LimitArgs {
 /// Entry point of the binary.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    crate::telemetry::init(cli.log_format);
+    let telemetry = crate::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Translate(args) => translate(args),
         Command::Check(args) => check(args),
         Command::DemoAgent(args) => runtime.block_on(demo_agent(args)),
-    }
+    };
+    // The last spans reach the collector, within a bound, before the process exits.
+    telemetry.shutdown();
+    result
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -24,8 +24,10 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tracing::Instrument;
 
 use crate::error::{ErrorCode, Failure};
+use crate::telemetry::trace;
 use crate::tls::client::https_connector;
 use crate::tls::{tls_cause, ClientTls};
 
@@ -67,7 +69,31 @@ impl UpstreamClient {
 
     /// Sends a request and waits for response headers; a non-2xx status is a failure, logged
     /// with the start of the upstream's body.
+    ///
+    /// The call is an `upstream` span, a child of the current (request) span; with trace
+    /// export on, the request carries that span's trace context (`telemetry::trace`).
     pub async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        mut headers: HeaderMap,
+        body: Vec<u8>,
+        headers_timeout: Duration,
+    ) -> Result<Response<Incoming>, Failure> {
+        let span = tracing::info_span!(
+            "upstream",
+            otel.kind = "client",
+            http.request.method = %method,
+            url.full = %uri,
+            http.response.status_code = tracing::field::Empty,
+        );
+        trace::inject(&span, &mut headers);
+        self.exchange(method, uri, headers, body, headers_timeout)
+            .instrument(span)
+            .await
+    }
+
+    async fn exchange(
         &self,
         method: Method,
         uri: &Uri,
@@ -127,6 +153,7 @@ impl UpstreamClient {
                 }
                 Ok(Ok(response)) => response,
             };
+        tracing::Span::current().record("http.response.status_code", response.status().as_u16());
         if response.status().is_success() {
             return Ok(response);
         }
