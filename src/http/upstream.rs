@@ -14,17 +14,20 @@
 //! upstream's URL, status, an excerpt of its error body, and connection errors (addresses, TLS)
 //! are logged here, where the failure is decided, as fields of one `warn` event.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 use crate::error::{ErrorCode, Failure};
 use crate::telemetry::trace;
@@ -62,7 +65,7 @@ impl UpstreamClient {
         headers: HeaderMap,
         body: Vec<u8>,
         headers_timeout: Duration,
-    ) -> Result<Response<Incoming>, Failure> {
+    ) -> Result<Response<CallBody>, Failure> {
         self.send(Method::POST, uri, headers, body, headers_timeout)
             .await
     }
@@ -70,8 +73,9 @@ impl UpstreamClient {
     /// Sends a request and waits for response headers; a non-2xx status is a failure, logged
     /// with the start of the upstream's body.
     ///
-    /// The call is an `upstream` span, a child of the current (request) span; with trace
-    /// export on, the request carries that span's trace context (`telemetry::trace`).
+    /// The call is an `upstream` span, a child of the current (request) span, open until the
+    /// response body ends or is dropped ([`CallBody`]); with trace export on, the request
+    /// carries that span's trace context (`telemetry::trace`).
     pub async fn send(
         &self,
         method: Method,
@@ -79,7 +83,7 @@ impl UpstreamClient {
         mut headers: HeaderMap,
         body: Vec<u8>,
         headers_timeout: Duration,
-    ) -> Result<Response<Incoming>, Failure> {
+    ) -> Result<Response<CallBody>, Failure> {
         let span = tracing::info_span!(
             "upstream",
             otel.kind = "client",
@@ -88,9 +92,11 @@ impl UpstreamClient {
             http.response.status_code = tracing::field::Empty,
         );
         trace::inject(&span, &mut headers);
-        self.exchange(method, uri, headers, body, headers_timeout)
-            .instrument(span)
-            .await
+        let response = self
+            .exchange(method, uri, headers, body, headers_timeout)
+            .instrument(span.clone())
+            .await?;
+        Ok(response.map(|inner| CallBody { inner, span }))
     }
 
     async fn exchange(
@@ -172,9 +178,41 @@ impl UpstreamClient {
     }
 }
 
+/// An upstream response body; it holds its call's span open until it ends (or is dropped).
+#[derive(Debug)]
+pub struct CallBody {
+    inner: Incoming,
+    span: Span,
+}
+
+impl Body for CallBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            // The call is over: its span closes now, not whenever the body is dropped.
+            self.span = Span::none();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Reads a whole (small) JSON response body, bounded in size and time.
 pub async fn read_json(
-    body: Incoming,
+    body: CallBody,
     limit: usize,
     timeout: Duration,
     what: &str,

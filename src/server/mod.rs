@@ -309,7 +309,7 @@ impl Router {
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
-        span.record("route", route.path.as_str());
+        span.record("route", tracing::field::display(&route.path));
         span.record("client_dialect", tracing::field::display(&route.client));
         span.record(
             "upstream_dialect",

@@ -48,7 +48,14 @@ pub fn init(format: LogFormat) -> Telemetry {
     if let Some(error) = failed {
         tracing::warn!(%error, "traces are not exported");
     }
-    let traces = traces.filter(|_| installed);
+    let traces = match traces {
+        Some(unused) if !installed => {
+            // Another subscriber owns the process: nothing reaches this pipeline.
+            unused.shutdown(Duration::ZERO);
+            None
+        }
+        traces => traces,
+    };
     if let Some(traces) = &traces {
         traces.enable();
         tracing::info!("traces exported over OTLP/HTTP");

@@ -456,3 +456,36 @@ async fn every_call_to_an_aap_agent_carries_the_request_id_and_its_own_span() {
         assert_eq!(span.parent_span_id, request.span_id, "{span:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_holds_up_neither_requests_nor_the_exit() {
+    // Connections to it complete in the listen backlog; nothing is ever read or answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let upstream = upstream().await;
+    let config = ConfigFile::two_routes("silent", &upstream.url("/agent"));
+    // An export would wait a minute for its answer: far beyond the exit this test allows.
+    let mut gateway = config.gateway(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+    ]);
+    for _ in 0..5 {
+        let response = send(
+            gateway.addr,
+            &run("/open").header("traceparent", &client_traceparent()),
+        )
+        .await;
+        expect_stream(response).await;
+    }
+    assert_eq!(upstream.requests().len(), 5);
+    gateway.terminate();
+    assert!(
+        gateway.wait_exit(PATIENCE).is_some(),
+        "the exit waited for the collector:\n{}",
+        gateway.stderr()
+    );
+    // The export in flight was given up at the bound, not finished.
+    gateway.wait_for_stderr("spans not exported at exit").await;
+    drop(silent);
+}
