@@ -7,6 +7,11 @@
 //! closed (`connection`).
 //!
 //! One request, phase by phase:
+//! 0. **Id and span**: the request's id (`x-request-id`, the client's or a new UUID:
+//!    `http::request_id`), echoed on whatever response it gets, and its `request` span, which
+//!    continues the client's trace (`telemetry::trace`); the span's fields (id, route,
+//!    principal, thread and run) are on every log line of the request, and one line ends it
+//!    (`log_end`, or the stream's own).
 //! 1. **Route**: longest path prefix (404 otherwise), then the route's [`front`]: CORS
 //!    (preflights answered there), then authentication (401, or the request's `Principal`),
 //!    then **admission**: a permit under the global and the route's `max_streams`, held by the
