@@ -267,7 +267,7 @@ impl LimitArgs {
 /// Entry point of the binary.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    crate::telemetry::init(cli.log_format);
+    let telemetry = crate::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -282,6 +282,8 @@ pub fn main() -> anyhow::Result<()> {
             println!("installed {}", path.display());
         }),
     };
+    // The last spans reach the collector, within a bound, before the process exits.
+    telemetry.shutdown();
     // Whatever is still running (a connection past the drain grace, a file read) must not hold
     // the exit: the drain has bounded everything that mattered.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));

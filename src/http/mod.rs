@@ -8,6 +8,8 @@
 //! - [`request_body`]: client request bodies, bounded in size and time, and the gateway-wide
 //!   budget of buffered request bytes.
 //! - [`response`]: the response body type, success shapes, and [`response::Refusal`].
+//! - [`request_id`]: the `x-request-id` each request is known by, kept from the client or made
+//!   up.
 //! - [`headers`]: which client headers reach the upstream (hop-by-hop filtering, cookies, a
 //!   route's allowlist, the forwarding headers), and the SSE response headers.
 //! - [`stall`]: the guard that gives up a client whose writes stay blocked.
@@ -17,6 +19,7 @@ pub mod body;
 pub mod clock;
 pub mod headers;
 pub mod relay;
+pub mod request_id;
 pub mod request_body;
 pub mod response;
 pub mod stall;

@@ -19,6 +19,7 @@ use super::body::{
 };
 use super::clock;
 use super::headers::{self, ForwardPolicy, Proto};
+use super::request_id::{RequestId, X_REQUEST_ID};
 use super::upstream::UpstreamClient;
 use super::ClientAddr;
 use crate::auth::outbound::{Credentials, Outbound};
@@ -169,7 +170,7 @@ impl Relay {
     /// The headers `route`'s upstream gets for the client request `client`
     /// ([`headers::upstream_request_headers`]): its peer ([`ClientAddr`]) trusted or not, its
     /// scheme ([`Proto`], plain HTTP unless the listener says otherwise), the route's
-    /// forwarding settings.
+    /// forwarding settings; and the request's [`RequestId`] as `x-request-id`.
     pub fn upstream_headers(
         &self,
         route: &Route,
@@ -193,6 +194,11 @@ impl Relay {
             route: &route.forwarding,
         };
         let mut headers = headers::upstream_request_headers(&client.headers, &policy);
+        // The request's own id, never the client's copy as it came (it may have been refused).
+        headers.remove(X_REQUEST_ID);
+        if let Some(id) = client.extensions.get::<RequestId>() {
+            id.set_on(&mut headers);
+        }
         // The gateway's own credential stays here unless the route forwards it.
         self.outbound(route).strip_client_credential(&mut headers);
         headers

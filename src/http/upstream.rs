@@ -14,10 +14,13 @@
 //! upstream's URL, status, an excerpt of its error body, and connection errors (addresses, TLS)
 //! are logged here, where the failure is decided, as fields of one `warn` event.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -26,8 +29,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use crate::error::{ErrorCode, Failure};
+use crate::telemetry::trace;
 use crate::tls::client::https_connector;
 use crate::tls::{tls_cause, ClientTls};
 
@@ -74,14 +79,41 @@ impl UpstreamClient {
         headers: HeaderMap,
         body: Vec<u8>,
         headers_timeout: Duration,
-    ) -> Result<Response<Incoming>, Failure> {
+    ) -> Result<Response<CallBody>, Failure> {
         self.send(Method::POST, uri, headers, body, headers_timeout)
             .await
     }
 
     /// Sends a request and waits for response headers; a non-2xx status is a failure, logged
     /// with the start of the upstream's body.
+    ///
+    /// The call is an `upstream` span, a child of the current (request) span, open until the
+    /// response body ends or is dropped ([`CallBody`]); with trace export on, the request
+    /// carries that span's trace context (`telemetry::trace`).
     pub async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        mut headers: HeaderMap,
+        body: Vec<u8>,
+        headers_timeout: Duration,
+    ) -> Result<Response<CallBody>, Failure> {
+        let span = tracing::info_span!(
+            "upstream",
+            otel.kind = "client",
+            http.request.method = %method,
+            url.full = %uri,
+            http.response.status_code = tracing::field::Empty,
+        );
+        trace::inject(&span, &mut headers);
+        let response = self
+            .exchange(method, uri, headers, body, headers_timeout)
+            .instrument(span.clone())
+            .await?;
+        Ok(response.map(|inner| CallBody { inner, span }))
+    }
+
+    async fn exchange(
         &self,
         method: Method,
         uri: &Uri,
@@ -145,6 +177,7 @@ impl UpstreamClient {
         if let Some(histogram) = &self.headers_seconds {
             histogram.observe(sent.elapsed().as_secs_f64());
         }
+        tracing::Span::current().record("http.response.status_code", response.status().as_u16());
         if response.status().is_success() {
             return Ok(response);
         }
@@ -163,9 +196,41 @@ impl UpstreamClient {
     }
 }
 
+/// An upstream response body; it holds its call's span open until it ends (or is dropped).
+#[derive(Debug)]
+pub struct CallBody {
+    inner: Incoming,
+    span: Span,
+}
+
+impl Body for CallBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            // The call is over: its span closes now, not whenever the body is dropped.
+            self.span = Span::none();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Reads a whole (small) JSON response body, bounded in size and time.
 pub async fn read_json(
-    body: Incoming,
+    body: CallBody,
     limit: usize,
     timeout: Duration,
     what: &str,

@@ -108,9 +108,6 @@ async fn admit_and_answer(
     match gateway.streams.admit(route) {
         Ok(permit) => admission::hold(gateway.answer(route, request).await, permit),
         Err(failure) => {
-            // Counted in the metrics; a line per refusal would flood the log under the very
-            // load it refuses.
-            tracing::debug!(message = %failure.message, "request refused: overloaded");
             gateway.metrics.refused(&route.path, failure.code.label());
             refusal::refused(route.client, failure.into())
         }
@@ -119,7 +116,6 @@ async fn admit_and_answer(
 
 /// The 401 of a request that is not authenticated, in the client's dialect.
 fn unauthorized(gateway: &Gateway, route: &Route, error: &AuthError) -> Response<ResponseBody> {
-    tracing::debug!(reason = %error, "request refused: not authenticated");
     gateway.metrics.rejected(Rejection::Unauthenticated);
     gateway
         .metrics

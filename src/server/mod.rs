@@ -7,6 +7,11 @@
 //! closed (`connection`).
 //!
 //! One request, phase by phase:
+//! 0. **Id and span**: the request's id (`x-request-id`, the client's or a new UUID:
+//!    `http::request_id`), echoed on whatever response it gets, and its `request` span, which
+//!    continues the client's trace (`telemetry::trace`); the span's fields (id, route,
+//!    principal, thread and run) are on every log line of the request, and one line ends it
+//!    (`log_end`, or the stream's own).
 //! 1. **Route**: longest path prefix (404 otherwise), then the route's [`front`]: CORS
 //!    (preflights answered there), then authentication (401, or the request's `Principal`),
 //!    then **admission**: a permit under the global and the route's `max_streams`, held by the
@@ -64,10 +69,11 @@ use crate::adapters::aap_client::AapClient;
 use crate::adapters::aap_server;
 use crate::config::{Config, Route};
 use crate::dialect::{input_for_upstream, read_request, Dialect};
-use crate::error::{ErrorCode, Failure};
+use crate::error::{ErrorCode, Failure, Fault};
 use crate::http::body::Source;
 use crate::http::relay::Relay;
 use crate::http::request_body::{read_body, BodyBudget};
+use crate::http::request_id::RequestId;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
 use crate::session::{MemoryStore, Principal, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
 use crate::telemetry::metrics::Metrics;
@@ -346,25 +352,54 @@ impl Server {
 }
 
 impl Router {
-    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+    /// One request, from its id to the line that ends it (a stream's end is logged by its
+    /// body): the request span, its `x-request-id` echoed on the response whatever it is.
+    async fn handle(&self, mut request: Request<Incoming>) -> Response<ResponseBody> {
+        let request_id = RequestId::from_client(request.headers());
         let path = request.uri().path().to_owned();
-        let Some(route) = self.gateway.config.route(&path) else {
+        let span = tracing::info_span!(
+            "request",
+            otel.kind = "server",
+            request_id = %request_id,
+            route = tracing::field::Empty,
+            client_dialect = tracing::field::Empty,
+            upstream_dialect = tracing::field::Empty,
+            method = %request.method(),
+            path = %path,
+            principal = tracing::field::Empty,
+            thread_id = tracing::field::Empty,
+            run_id = tracing::field::Empty,
+        );
+        crate::telemetry::trace::continue_from(&span, request.headers());
+        request.extensions_mut().insert(request_id.clone());
+        let mut response = self
+            .route(request, &path, &span)
+            .instrument(span.clone())
+            .await;
+        request_id.set_on(response.headers_mut());
+        span.in_scope(|| log_end(&response));
+        response
+    }
+
+    /// The request's route and its front, which answer it (404 without a route).
+    async fn route(
+        &self,
+        request: Request<Incoming>,
+        path: &str,
+        span: &tracing::Span,
+    ) -> Response<ResponseBody> {
+        let Some(route) = self.gateway.config.route(path) else {
             self.gateway
                 .metrics
                 .refused("", ErrorCode::NotFound.label());
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
-        let span = tracing::info_span!(
-            "request",
-            route = %route.path,
-            client_dialect = %route.client,
-            upstream_dialect = %route.upstream_dialect,
-            method = %request.method(),
-            path = %path,
-            principal = tracing::field::Empty,
-            thread_id = tracing::field::Empty,
-            run_id = tracing::field::Empty,
+        span.record("route", tracing::field::display(&route.path));
+        span.record("client_dialect", tracing::field::display(&route.client));
+        span.record(
+            "upstream_dialect",
+            tracing::field::display(&route.upstream_dialect),
         );
         let Some(front) = self.fronts.get(&route.path) else {
             // Every route has its front from the start: this is a bug.
@@ -372,26 +407,52 @@ impl Router {
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(route.client, failure.into());
         };
-        let answered = front
-            .clone()
-            .oneshot(request)
-            .instrument(span.clone())
-            .await;
-        let response = match answered {
+        match front.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},
-        };
-        // A stream logs its own end; anything else ends here.
-        let streamed = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
-        if !streamed && response.status().is_success() {
-            span.in_scope(|| {
-                tracing::info!(status = response.status().as_u16(), "request answered")
-            });
         }
-        response
+    }
+}
+
+/// The line that ends a request answered without a stream (a stream logs its own end):
+/// `request answered` for a success, `request refused` at `info` for a refusal of the client's
+/// request (with its code and status; an overloaded gateway's too), `warn` for a fault of the
+/// upstream or the gateway.
+fn log_end(response: &Response<ResponseBody>) {
+    let status = response.status();
+    let streamed = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
+    if status.is_success() || status.is_redirection() {
+        if !streamed {
+            tracing::info!(
+                outcome = "answered",
+                status = status.as_u16(),
+                "request answered"
+            );
+        }
+        return;
+    }
+    let status = status.as_u16();
+    let Some(failure) = response.extensions().get::<Failure>() else {
+        tracing::info!(outcome = "refused", status, "request refused");
+        return;
+    };
+    let (code, message) = (&failure.code, &failure.message);
+    match failure.code.fault() {
+        Fault::Client => {
+            tracing::info!(outcome = "refused", %code, status, detail = %message, "request refused")
+        }
+        Fault::Gateway if failure.code == ErrorCode::Overloaded => {
+            tracing::info!(outcome = "refused", %code, status, detail = %message, "request refused")
+        }
+        Fault::Upstream => {
+            tracing::warn!(outcome = "failed", %code, status, detail = %message, "upstream refused before the stream")
+        }
+        Fault::Gateway => {
+            tracing::warn!(outcome = "failed", %code, status, detail = %message, "request failed before the stream")
+        }
     }
 }
 
@@ -417,19 +478,9 @@ impl Gateway {
         match result {
             Ok(response) => response,
             Err(refused) => {
-                let failure = &refused.failure;
-                match failure.code.fault() {
-                    crate::error::Fault::Client => {
-                        tracing::debug!(code = %failure.code, message = %failure.message, "request refused")
-                    }
-                    _ if failure.code == ErrorCode::Overloaded => {
-                        tracing::debug!(code = %failure.code, message = %failure.message, "request refused: overloaded")
-                    }
-                    _ => {
-                        tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused before the stream")
-                    }
-                }
-                self.metrics.refused(&route.path, failure.code.label());
+                // Logged with the request's last line (`log_end`).
+                self.metrics
+                    .refused(&route.path, refused.failure.code.label());
                 refusal::refused(route.client, refused)
             }
         }

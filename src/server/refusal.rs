@@ -5,6 +5,7 @@
 //! `error="invalid_token"` when a credential was rejected), and a 503 `OVERLOADED` says when to
 //! come back (`Retry-After`, [`OVERLOADED_RETRY_AFTER_SECS`]). A failure's message is already
 //! safe to show (no upstream text, no internal address: `http::upstream`); nothing else is added.
+//! The failure also rides in the response's extensions, for the log line that ends the request.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
@@ -48,5 +49,7 @@ pub fn refused(client: Dialect, refusal: Refusal) -> Response<ResponseBody> {
             HeaderValue::from(OVERLOADED_RETRY_AFTER_SECS),
         );
     }
+    // For the line that ends the request (`log_end`), which sees only the response.
+    response.extensions_mut().insert(failure);
     response
 }

@@ -5,16 +5,21 @@
 //! fields, and no field can forge a line: in text, [`EscapedFields`] escapes every control
 //! character (`\n`, `\r`, the other C0 controls, ESC, DEL, C1) and the Unicode line and
 //! paragraph separators of every field value, the message included, so one event is one line
-//! and no value reaches a terminal as an escape sequence. In JSON, serde escapes strings and
-//! each event is one object on one line.
+//! and no value reaches a terminal as an escape sequence. In JSON ([`super::json`]), serde
+//! escapes strings and each event is one object on one line, its spans' fields merged in.
 
 use std::fmt;
 use std::io::IsTerminal;
 
-use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing::field::{Field, Visit};
+use tracing::Subscriber;
+use tracing_subscriber::field::{RecordFields, VisitOutput};
+use tracing_subscriber::fmt::format::{DefaultVisitor, JsonFields, Writer};
 use tracing_subscriber::fmt::FormatFields;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use super::json::JsonLines;
 
 /// How log events are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -26,25 +31,35 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the subscriber once; later calls are no-ops.
-pub fn init(format: LogFormat) {
+/// The layer that writes log events to stderr in `format`, filtered by `RUST_LOG` (default
+/// `info`).
+pub(super) fn layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);
-    let _ = match format {
-        LogFormat::Text => builder
+    match format {
+        LogFormat::Text => layer
             .fmt_fields(EscapedFields)
             // Colours only for a person at a terminal, never in files or log collectors.
             .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder.json().with_ansi(false).try_init(),
-    };
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => layer
+            .fmt_fields(JsonFields::new())
+            .event_format(JsonLines)
+            .with_ansi(false)
+            .with_filter(filter)
+            .boxed(),
+    }
 }
 
 /// The text format's field formatter: tracing's default layout, written through [`Escaping`].
 /// Used for events and spans alike, so a span's fields (a request's thread id) are escaped too.
+/// Fields named `otel.*` steer the trace export and are left out.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EscapedFields;
 
@@ -52,7 +67,62 @@ impl<'writer> FormatFields<'writer> for EscapedFields {
     fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
         let mut escaping = Escaping(writer);
         // No ANSI inside fields: every escape byte written here is a value's, and is escaped.
-        DefaultFields::new().format_fields(Writer::new(&mut escaping), fields)
+        let mut visitor = NoOtel(DefaultVisitor::new(Writer::new(&mut escaping), true));
+        fields.record(&mut visitor);
+        visitor.0.finish()
+    }
+}
+
+/// A visitor that passes every field on but the `otel.*` ones.
+struct NoOtel<V>(V);
+
+impl<V: Visit> NoOtel<V> {
+    fn pass(field: &Field) -> bool {
+        !field.name().starts_with("otel.")
+    }
+}
+
+impl<V: Visit> Visit for NoOtel<V> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if Self::pass(field) {
+            self.0.record_f64(field, value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if Self::pass(field) {
+            self.0.record_i64(field, value);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if Self::pass(field) {
+            self.0.record_u64(field, value);
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if Self::pass(field) {
+            self.0.record_bool(field, value);
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if Self::pass(field) {
+            self.0.record_str(field, value);
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if Self::pass(field) {
+            self.0.record_error(field, value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if Self::pass(field) {
+            self.0.record_debug(field, value);
+        }
     }
 }
 
@@ -139,7 +209,7 @@ mod tests {
     fn no_field_value_starts_a_line() {
         let forged = "x\n2026-01-01T00:00:00Z  INFO forged line\r\u{1b}[2K";
         let log = text_log(|| {
-            let span = tracing::info_span!("request", thread_id = %forged);
+            let span = tracing::info_span!("request", thread_id = %forged, otel.kind = "server");
             let _entered = span.enter();
             tracing::info!(role = %forged, debugged = ?forged, "first {}", forged);
             tracing::warn!(forged, "second");
@@ -153,6 +223,7 @@ mod tests {
                 "{line}"
             );
         }
+        assert!(!lines[0].contains("otel.kind"), "{}", lines[0]);
         assert!(
             lines[0].contains("request{thread_id=x\\n2026"),
             "{}",

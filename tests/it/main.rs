@@ -44,5 +44,6 @@ mod real_client;
 mod robustness;
 mod session_owners;
 mod shipped_configs;
+mod telemetry;
 mod tls;
 mod translate_cli;

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod hai;
 pub mod jwt;
 pub mod node;
+pub mod otlp;
 pub mod process;
 pub mod python;
 pub mod random;
