@@ -121,7 +121,8 @@ def sidecar_problems(name, spec, meta, configs):
     if not installer or order.index(installer[0]) > order.index(GATEWAY):
         problems.append(f"{name}: no `install` init container before {GATEWAY}")
     for c in spec.get("containers") or []:
-        command = (((c.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get("command")
+        pre_stop = (c.get("lifecycle") or {}).get("preStop") or {}
+        command = (pre_stop.get("exec") or {}).get("command")
         if command != DRAIN_COMMAND:
             problems.append(f"{name}: containers[{c.get('name')}] has no preStop drain")
     annotations = meta.get("annotations") or {}
@@ -209,7 +210,8 @@ def check_documents(docs, origin, binary=None):
             for volume in spec.get("volumes") or []:
                 cm = (volume.get("configMap") or {}).get("name")
                 if cm in configs:
-                    problems += check_config(binary, f"{name} ConfigMap/{cm}", configs[cm], gateway_env(spec))
+                    origin = f"{name} ConfigMap/{cm}"
+                    problems += check_config(binary, origin, configs[cm], gateway_env(spec))
         if spec.get("automountServiceAccountToken") is not False:
             problems.append(f"{name}: automountServiceAccountToken is not false")
     if workloads == 0:
