@@ -1,6 +1,6 @@
 //! Every configuration a user may copy — the TOML blocks of the README, the files under
-//! `deploy/`, the ConfigMap of the Kubernetes sidecar — loads without a problem, and the
-//! compiled-in mapping tables are the files in `mappings/`.
+//! `deploy/`, the image's config and the ConfigMaps of the Kubernetes manifests — loads without
+//! a problem, and the compiled-in mapping tables are the files in `mappings/`.
 
 use std::path::Path;
 
@@ -50,20 +50,79 @@ fn readme_config_blocks_load() {
     }
 }
 
-#[test]
-fn sidecar_configmap_loads() {
-    let yaml = std::fs::read_to_string(root().join("deploy/kubernetes/sidecar.yaml")).unwrap();
-    let start = yaml
-        .find("dialect-proxy.toml: |")
-        .expect("the ConfigMap holds the config");
-    let toml: String = yaml[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
-        .map(|l| format!("{}\n", l.get(4..).unwrap_or("")))
+/// The config the image bakes in and those the Kubernetes manifests mount.
+const DEPLOYED_CONFIGS: &[&str] = &[
+    "deploy/image.toml",
+    "deploy/kubernetes/base/dialect-proxy.toml",
+    "deploy/kubernetes/overlays/aap-store/dialect-proxy.toml",
+];
+
+/// The `[routes.auth] api_keys_env` of every route; panics on a route without one.
+fn key_variables(origin: &str, text: &str) -> Vec<String> {
+    let config: toml::Value = toml::from_str(text).unwrap();
+    let routes = config["routes"].as_array().unwrap();
+    assert!(!routes.is_empty(), "{origin}: no route");
+    let mut vars: Vec<String> = routes
+        .iter()
+        .map(|route| {
+            let var = route
+                .get("auth")
+                .and_then(|auth| auth.get("api_keys_env"))
+                .and_then(|v| v.as_str());
+            var.unwrap_or_else(|| panic!("{origin}: route {} takes no key", route["path"]))
+                .to_string()
+        })
         .collect();
-    assert!(toml.contains("[[routes]]"));
-    check_toml(&toml, "sidecar ConfigMap");
+    vars.sort();
+    vars.dedup();
+    vars
+}
+
+/// `dialect-proxy check` on `path` with exactly the environment `vars` (set to a key).
+fn check_with_keys(path: &Path, vars: &[&String]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dialect-proxy"));
+    cmd.env_clear().args(["check", "--config"]).arg(path);
+    for var in vars {
+        cmd.env(var, "key-for-check");
+    }
+    cmd.output().unwrap()
+}
+
+/// Each deployed config loads with the keys its pod gets from Secrets, and without any one of
+/// them refuses to load: an unconfigured image never serves a route openly.
+#[test]
+fn deployed_configs_load_with_their_keys_and_refuse_without() {
+    for origin in DEPLOYED_CONFIGS {
+        let path = root().join(origin);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let vars = key_variables(origin, &text);
+        let all: Vec<&String> = vars.iter().collect();
+        let ok = check_with_keys(&path, &all);
+        assert!(
+            ok.status.success(),
+            "{origin}: {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        for missing in &vars {
+            let others: Vec<&String> = vars.iter().filter(|v| *v != missing).collect();
+            let out = check_with_keys(&path, &others);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{origin} loaded without {missing}");
+            assert!(
+                stderr.contains(&format!("the environment variable {missing} is not set")),
+                "{origin}: {stderr}"
+            );
+        }
+    }
+}
+
+/// The ConfigMap of the Kubernetes base is the image's own config.
+#[test]
+fn kubernetes_base_mounts_the_image_config() {
+    let image = std::fs::read_to_string(root().join("deploy/image.toml")).unwrap();
+    let base =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/dialect-proxy.toml")).unwrap();
+    assert_eq!(image, base);
 }
 
 #[test]
