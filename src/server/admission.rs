@@ -207,6 +207,31 @@ mod tests {
         Response::new(Full::new(Bytes::from_static(b"x")).boxed_unsync())
     }
 
+    #[test]
+    fn a_reload_keeps_the_global_count_and_the_counts_of_unchanged_route_caps() {
+        let (streams, mut route, _metrics) = one_route_capped_at(2);
+        route.limits.max_streams = Some(1);
+        let first = streams.for_routes(std::slice::from_ref(&route));
+        let held = first.admit(&route).unwrap();
+        let same = first.for_routes(std::slice::from_ref(&route));
+        assert!(
+            same.admit(&route).is_err(),
+            "the request open before the reload still counts against the unchanged cap"
+        );
+        route.limits.max_streams = Some(5);
+        let wider = same.for_routes(std::slice::from_ref(&route));
+        let second = wider
+            .admit(&route)
+            .expect("a changed cap starts a count of its own");
+        let refused = wider.admit(&route).unwrap_err();
+        assert!(
+            refused.message.contains("max_streams") && refused.message.contains("the gateway"),
+            "the global cap of 2 counts both generations: {refused}"
+        );
+        drop((held, second));
+        assert!(wider.admit(&route).is_ok());
+    }
+
     #[tokio::test]
     async fn the_permit_lives_as_long_as_the_body_and_no_longer() {
         let (streams, route, metrics) = one_route_capped_at(1);

@@ -112,14 +112,17 @@ struct Lasting {
     settling: Arc<Settling>,
     metrics: Arc<Metrics>,
     budget: BodyBudget,
-    /// The global `max_streams` count (route caps are rebuilt with each configuration).
+    /// The global `max_streams` count, without route caps: what the first configuration's
+    /// caps are built from.
     streams: Streams,
     /// Flips to true at the drain deadline (`Relay`).
     deadline: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Gateway {
-    fn build(config: Config, lasting: &Lasting) -> Arc<Gateway> {
+    /// The gateway of `config`; its stream caps carry over from `previous` (see
+    /// [`Streams::for_routes`]).
+    fn build(config: Config, lasting: &Lasting, previous: &Streams) -> Arc<Gateway> {
         let relay = Relay::new(
             &config.routes,
             config.mappings.clone(),
@@ -129,7 +132,7 @@ impl Gateway {
         );
         Arc::new(Gateway {
             relay,
-            streams: lasting.streams.for_routes(&config.routes),
+            streams: previous.for_routes(&config.routes),
             budget: lasting.budget.clone(),
             aap_client: AapClient::new(Arc::clone(&lasting.store), Arc::clone(&lasting.settling)),
             store: Arc::clone(&lasting.store),
@@ -211,7 +214,7 @@ impl Server {
             metrics: Arc::clone(&shared.metrics),
             deadline: deadline_rx,
         };
-        let router = Router::build(Gateway::build(config, &lasting));
+        let router = Router::build(Gateway::build(config, &lasting, &lasting.streams));
         let routers: Routers = Arc::new(ArcSwap::from_pointee(router));
         let reloader = Reloader::new(
             Arc::clone(&routers),

@@ -48,7 +48,8 @@ impl Reloader {
     /// only a restart applies (their running values are kept).
     pub fn apply(&self, mut config: Config) -> Vec<&'static str> {
         let kept = self.inner.fixed.restore(&mut config);
-        let gateway = Gateway::build(config, &self.inner.lasting);
+        let running = self.inner.routers.load();
+        let gateway = Gateway::build(config, &self.inner.lasting, &running.gateway.streams);
         self.inner.routers.store(Arc::new(Router::build(gateway)));
         kept
     }
