@@ -120,22 +120,7 @@ impl Visit for Fields {
 mod tests {
     use super::*;
 
-    use std::io;
-    use std::sync::{Arc, Mutex};
-
-    /// A writer the subscriber can write to and the test can read.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::telemetry::captured::Captured;
 
     fn json_log(emit: impl FnOnce()) -> Vec<Map<String, Value>> {
         let captured = Captured::default();
@@ -146,8 +131,7 @@ mod tests {
             .with_writer(move || sink.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, emit);
-        let bytes = captured.0.lock().unwrap().clone();
-        let text = String::from_utf8(bytes).unwrap();
+        let text = captured.text();
         text.lines()
             .map(|line| match serde_json::from_str(line) {
                 Ok(Value::Object(map)) => map,

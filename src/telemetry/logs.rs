@@ -166,8 +166,7 @@ fn escaped(s: &str) -> String {
 mod tests {
     use super::*;
 
-    use std::io;
-    use std::sync::{Arc, Mutex};
+    use crate::telemetry::captured::Captured;
 
     #[test]
     fn control_characters_are_escaped() {
@@ -176,20 +175,6 @@ mod tests {
             escaped("a\nb\rc\td\u{1b}[31me\u{7f}f\u{9b}g\u{2028}h\0"),
             "a\\nb\\rc\\td\\u{1b}[31me\\u{7f}f\\u{9b}g\\u{2028}h\\u{0}"
         );
-    }
-
-    /// A writer the subscriber can write to and the test can read.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
     }
 
     fn text_log(emit: impl FnOnce()) -> String {
@@ -201,8 +186,7 @@ mod tests {
             .with_writer(move || sink.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, emit);
-        let bytes = captured.0.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap()
+        captured.text()
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! stream, `request answered` for any other success, `request refused` (with its `code` and
 //! `status`) for a refusal; faults of an upstream are `warn`.
 
+#[cfg(test)]
+mod captured;
 mod export;
 pub mod json;
 pub mod logs;

@@ -6,42 +6,13 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::aap::AapClient;
+use support::scrape::{metric, metrics, wait_for_metric};
 use support::{run_input, send, Gateway, Request, Script, ScriptedUpstream, PATIENCE};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-
-async fn metrics(admin: SocketAddr) -> String {
-    let mut response = send(admin, &Request::get("/metrics")).await;
-    assert_eq!(response.status, 200);
-    response.text().await
-}
-
-/// The value of one series (`name{labels}`, as exposed), if present.
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Waits until `series` reads `value`; panics with the last reading after [`PATIENCE`].
-async fn wait_for_metric(admin: SocketAddr, series: &str, value: f64) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let text = metrics(admin).await;
-        if metric(&text, series) == Some(value) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{series} never read {value}:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A gateway with an AG-UI route to a scripted upstream (`/agent`), an AAP face on the demo
 /// agent (`/aap`) and a route that needs an API key (`/locked`), its admin listener on, and a

@@ -16,6 +16,7 @@ pub mod otlp;
 pub mod process;
 pub mod python;
 pub mod random;
+pub mod scrape;
 pub mod tls;
 pub mod upstream;
 
