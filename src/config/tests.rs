@@ -278,6 +278,13 @@ fn shipped_configs_are_valid() {
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.contains("\napi_keys_env") {
+                    // Keys from the environment: tests/it/shipped_configs.rs loads these in a
+                    // process of their own with the variables set (and without, to see them
+                    // refused); setting them here would leak into every other test.
+                    continue;
+                }
                 load(Some(&path), &Overrides::default())
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 checked += 1;
