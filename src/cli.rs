@@ -313,8 +313,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Keys are secrets: from the environment only, never a flag (visible in `ps`).
         aap_api_keys: std::env::var(config::AAP_API_KEYS_ENV).ok(),
     };
+    // Taken before the configuration is read: a change in between is then seen as one.
+    let watched = match (&args.config, args.watch_config) {
+        (Some(file), true) => Some(ops::file_digest(file)),
+        (None, true) => {
+            tracing::warn!("--watch-config without --config: there is no file to watch");
+            None
+        }
+        _ => None,
+    };
     let config = config::load(args.config.as_deref(), &overrides)?;
-    let watch_config = args.watch_config;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("could not listen on {}", config.listen))?;
@@ -356,8 +364,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut reloading = Vec::new();
     #[cfg(unix)]
     reloading.push(tokio::spawn(reloads.clone().on_sighup()));
-    if watch_config {
-        reloading.push(tokio::spawn(reloads.watch()));
+    if let Some(seen) = watched {
+        reloading.push(tokio::spawn(reloads.watch(seen)));
     }
     let shutdown = shutdown_signal();
     announce(scheme, addr, admin.as_ref().map(|(a, _)| *a))?;

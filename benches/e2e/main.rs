@@ -173,8 +173,19 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
     let out = cli
         .out
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/RESULTS.md"));
-    std::fs::write(&out, report::render(&report_ctx, &figures))
-        .with_context(|| format!("write {}", out.display()))?;
+    let mut text = report::render(&report_ctx, &figures);
+    // Sections measured by their own scripts (floods, shutdown, paired before/after runs)
+    // follow the marker; a new report keeps them.
+    if let Some(kept) = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|old| old.find(report::KEPT_MARKER).map(|at| old[at..].to_owned()))
+    {
+        text.push('\n');
+        text.push_str(&kept);
+    } else {
+        text.push_str(&format!("\n{}\n", report::KEPT_MARKER));
+    }
+    std::fs::write(&out, text).with_context(|| format!("write {}", out.display()))?;
     println!("report written to {}", out.display());
     let failed = ctx.notes.iter().any(|n| n.contains("QUALIFICATION FAILED"));
     anyhow::ensure!(

@@ -10,6 +10,10 @@ use crate::figures::{median, Figure, Figures};
 use crate::rig::Comparator;
 use crate::{latency, memory, saturation, slow};
 
+/// Where the generated report ends in `benches/RESULTS.md`: what follows it is kept.
+pub const KEPT_MARKER: &str =
+    "<!-- benches/run rewrites everything above this line and keeps everything below it -->";
+
 /// Everything the report needs besides the figures.
 pub struct Context<'a> {
     pub command: String,

@@ -134,18 +134,23 @@ impl Reloads {
         }
     }
 
-    /// Reloads whenever the config file's content changes (checked every two seconds; a
-    /// Kubernetes ConfigMap volume swaps its files this way), for as long as the task runs.
-    pub async fn watch(self) {
+    /// Reloads whenever the config file's content changes from `seen` (checked every two
+    /// seconds; a Kubernetes ConfigMap volume swaps its files this way), for as long as the
+    /// task runs. `seen` is the [`file_digest`] taken before the running configuration was
+    /// loaded, so a change made while the gateway started is not missed.
+    pub async fn watch(self, mut seen: Option<[u8; 32]>) {
         let Some(file) = self.file.clone() else {
             return;
         };
-        let mut seen = digest(&file).await;
         let mut ticks = tokio::time::interval(WATCH_INTERVAL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            let now = digest(&file).await;
+            let path = file.clone();
+            let now = tokio::task::spawn_blocking(move || file_digest(&path))
+                .await
+                .ok()
+                .flatten();
             // A file that cannot be read for a moment (mid-swap) is no change.
             if now.is_some() && now != seen {
                 seen = now;
@@ -155,8 +160,9 @@ impl Reloads {
     }
 }
 
-async fn digest(file: &Path) -> Option<[u8; 32]> {
-    let bytes = tokio::fs::read(file).await.ok()?;
+/// What identifies the content of `file`, or `None` when it cannot be read.
+pub fn file_digest(file: &Path) -> Option<[u8; 32]> {
+    let bytes = std::fs::read(file).ok()?;
     Some(Sha256::digest(&bytes).into())
 }
 
