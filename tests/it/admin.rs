@@ -3,7 +3,7 @@
 use crate::support;
 
 use serde_json::json;
-use support::{run_input, send, Gateway, Request, Script, ScriptedUpstream};
+use support::{run_input, send, ConfigFile, Gateway, Request, Script, ScriptedUpstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_streams_outcomes_and_fixups() {
@@ -24,14 +24,8 @@ async fn metrics_count_streams_outcomes_and_fixups() {
         upstream.url("/ok"),
         upstream.url("/cut")
     );
-    let path = std::env::temp_dir().join(format!("dp-admin-{}.toml", std::process::id()));
-    std::fs::write(&path, config).unwrap();
-    let gateway = Gateway::spawn(&[
-        "--config",
-        path.to_str().unwrap(),
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]);
+    let config = ConfigFile::new("admin", &config);
+    let gateway = Gateway::spawn(&["--config", config.arg(), "--admin-listen", "127.0.0.1:0"]);
     let admin = gateway.admin_addr();
 
     let live = send(admin, &Request::get("/live")).await;
@@ -67,5 +61,4 @@ async fn metrics_count_streams_outcomes_and_fixups() {
     ] {
         assert!(text.contains(line), "missing `{line}` in\n{text}");
     }
-    std::fs::remove_file(&path).unwrap();
 }

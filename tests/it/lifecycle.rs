@@ -6,14 +6,13 @@
 use crate::support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{
-    assert_run_envelope, assert_run_error, client::BodyEnd, run_input, send, Gateway, Request,
-    Script, ScriptedUpstream,
+    assert_run_envelope, assert_run_error, client::BodyEnd, run_input, send, ConfigFile, Gateway,
+    Request, Script, ScriptedUpstream,
 };
 
 fn post_run(path: &str, thread: &str) -> Request {
@@ -33,13 +32,6 @@ async fn time_until_refused(addr: SocketAddr, since: Instant, limit: Duration) -
     None
 }
 
-fn config_file(name: &str, text: &str) -> PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("dp-lifecycle-{}-{name}.toml", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 fn route(path: &str, upstream: &str) -> String {
     format!("[[routes]]\npath = \"{path}\"\nclient = \"ag-ui\"\nupstream = \"{upstream}\"\n\n")
 }
@@ -56,7 +48,7 @@ async fn sigterm_refuses_new_connections_answers_waiting_requests_and_exits_in_t
         }
     })
     .await;
-    let config = config_file(
+    let config = ConfigFile::new(
         "sigterm",
         &format!(
             "{}{}",
@@ -67,7 +59,7 @@ async fn sigterm_refuses_new_connections_answers_waiting_requests_and_exits_in_t
     let drain = Duration::from_millis(1500);
     let mut gateway = Gateway::spawn(&[
         "--config",
-        config.to_str().unwrap(),
+        config.arg(),
         "--admin-listen",
         "127.0.0.1:0",
         "--drain-timeout",
@@ -235,26 +227,17 @@ async fn sighup_reloads_routes_for_new_requests_while_open_streams_keep_theirs()
         json!({"type":"RUN_FINISHED","threadId":"t-new","runId":"run-1"}),
     ]))
     .await;
-    let config = config_file("sighup", &route("/a", &old.url("/agent")));
-    let gateway = Gateway::spawn(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]);
+    let config = ConfigFile::new("sighup", &route("/a", &old.url("/agent")));
+    let gateway = Gateway::spawn(&["--config", config.arg(), "--admin-listen", "127.0.0.1:0"]);
     let admin = gateway.admin_addr();
     let mut open = send(gateway.addr, &post_run("/a", "t-old")).await;
     let first = open.read_events(1).await;
 
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            route("/a", &new.url("/agent")),
-            route("/b", &new.url("/agent"))
-        ),
-    )
-    .unwrap();
+    config.write(&format!(
+        "{}{}",
+        route("/a", &new.url("/agent")),
+        route("/b", &new.url("/agent"))
+    ));
     hangup(&gateway);
     gateway.wait_for_stderr("configuration reloaded").await;
 
@@ -278,11 +261,7 @@ async fn sighup_reloads_routes_for_new_requests_while_open_streams_keep_theirs()
     assert_eq!(terminal["type"], "RUN_FINISHED");
 
     // An invalid file is rejected; the running configuration stays, and both are counted.
-    std::fs::write(
-        &config,
-        route("/a", &new.url("/agent")).replace("ag-ui", "klingon"),
-    )
-    .unwrap();
+    config.write(&route("/a", &new.url("/agent")).replace("ag-ui", "klingon"));
     hangup(&gateway);
     let log = gateway.wait_for_stderr("configuration rejected").await;
     assert!(log.contains("klingon"), "the log names the problem:\n{log}");
@@ -298,7 +277,6 @@ async fn sighup_reloads_routes_for_new_requests_while_open_streams_keep_theirs()
         metrics.contains("dialect_proxy_config_reloads_total{result=\"error\"} 1"),
         "{metrics}"
     );
-    let _ = std::fs::remove_file(&config);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,23 +286,18 @@ async fn a_watched_config_file_is_reloaded_when_it_changes() {
         json!({"type":"RUN_FINISHED","threadId":"t-w","runId":"run-1"}),
     ]))
     .await;
-    let config = config_file("watch", &route("/a", &upstream.url("/agent")));
-    let gateway = Gateway::spawn(&["--config", config.to_str().unwrap(), "--watch-config"]);
+    let config = ConfigFile::new("watch", &route("/a", &upstream.url("/agent")));
+    let gateway = Gateway::spawn(&["--config", config.arg(), "--watch-config"]);
     assert_eq!(send(gateway.addr, &post_run("/b", "t-w")).await.status, 404);
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            route("/a", &upstream.url("/agent")),
-            route("/b", &upstream.url("/agent"))
-        ),
-    )
-    .unwrap();
+    config.write(&format!(
+        "{}{}",
+        route("/a", &upstream.url("/agent")),
+        route("/b", &upstream.url("/agent"))
+    ));
     gateway.wait_for_stderr("configuration reloaded").await;
     let mut response = send(gateway.addr, &post_run("/b", "t-w")).await;
     assert_eq!(response.status, 200);
     response.events_to_end().await;
-    let _ = std::fs::remove_file(&config);
 }
 
 fn hangup(gateway: &Gateway) {

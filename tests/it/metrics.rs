@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 use support::aap::AapClient;
 use support::scrape::{metric, metrics, wait_for_metric};
-use support::{run_input, send, Gateway, Request, Script, ScriptedUpstream, PATIENCE};
+use support::{run_input, send, ConfigFile, Gateway, Request, Script, ScriptedUpstream, PATIENCE};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -48,21 +48,15 @@ api_keys = ["the-key"]
 "#,
         upstream.url("/run")
     );
-    let path = std::env::temp_dir().join(format!(
-        "dp-metrics-{}-{:?}.toml",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::write(&path, config).unwrap();
+    let config = ConfigFile::new("metrics", &config);
     let gateway = Gateway::spawn(&[
         "--config",
-        path.to_str().unwrap(),
+        config.arg(),
         "--admin-listen",
         "127.0.0.1:0",
         "--request-header-timeout",
         "300ms",
     ]);
-    std::fs::remove_file(&path).unwrap();
     (gateway, upstream)
 }
 

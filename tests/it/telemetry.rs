@@ -6,13 +6,14 @@
 
 use crate::support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use support::aap_agent::AapAgent;
 use support::otlp::{OtlpReceiver, KIND_CLIENT, KIND_SERVER};
-use support::{run_input, send, Gateway, Request, Response, Script, ScriptedUpstream, PATIENCE};
+use support::{
+    run_input, send, ConfigFile, Gateway, Request, Response, Script, ScriptedUpstream, PATIENCE,
+};
 
 const API_KEY: &str = "telemetry-key-1";
 
@@ -35,19 +36,11 @@ async fn upstream() -> ScriptedUpstream {
     .await
 }
 
-/// A config file, removed when dropped.
-struct ConfigFile(PathBuf);
-
-impl ConfigFile {
-    /// Two AG-UI routes in front of `upstream`: `/open` without authentication, `/guarded`
-    /// with the API key [`API_KEY`]; any other path has no route.
-    fn two_routes(name: &str, upstream: &str) -> ConfigFile {
-        let path = std::env::temp_dir().join(format!(
-            "dp-it-telemetry-{}-{name}.toml",
-            std::process::id()
-        ));
-        let toml = format!(
-            r#"
+/// Two AG-UI routes in front of `upstream`: `/open` without authentication, `/guarded` with
+/// the API key [`API_KEY`]; any other path has no route.
+fn two_routes(name: &str, upstream: &str) -> ConfigFile {
+    let toml = format!(
+        r#"
 [[routes]]
 path = "/open"
 client = "ag-ui"
@@ -60,21 +53,12 @@ upstream = "{upstream}"
 [routes.auth]
 api_keys = ["{API_KEY}"]
 "#
-        );
-        std::fs::write(&path, toml).expect("write the config");
-        ConfigFile(path)
-    }
-
-    fn gateway(&self, env: &[(&str, &str)]) -> Gateway {
-        let path = self.0.display().to_string();
-        Gateway::spawn_with_env(&["--config", &path], env)
-    }
+    );
+    ConfigFile::new(&format!("telemetry-{name}"), &toml)
 }
 
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+fn spawn(config: &ConfigFile, env: &[(&str, &str)]) -> Gateway {
+    Gateway::spawn_with_env(&["--config", config.arg()], env)
 }
 
 const JSON_LOGS: (&str, &str) = ("DIALECT_PROXY_LOG_FORMAT", "json");
@@ -134,8 +118,8 @@ async fn expect_stream(mut response: Response) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_request_id_is_echoed_sent_upstream_and_on_every_line_of_the_request() {
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("given", &upstream.url("/agent"));
-    let gateway = config.gateway(&[JSON_LOGS]);
+    let config = two_routes("given", &upstream.url("/agent"));
+    let gateway = spawn(&config, &[JSON_LOGS]);
     let id = "req-42_abc.DEF:~!";
     let response = send(
         gateway.addr,
@@ -192,8 +176,8 @@ async fn a_client_request_id_is_echoed_sent_upstream_and_on_every_line_of_the_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_invalid_request_id_is_replaced_by_a_uuid_on_every_response() {
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("made-up", &upstream.url("/agent"));
-    let gateway = config.gateway(&[]);
+    let config = two_routes("made-up", &upstream.url("/agent"));
+    let gateway = spawn(&config, &[]);
     let too_long = "a".repeat(300);
     let mut generated = Vec::new();
     for given in [None, Some("has space"), Some(too_long.as_str())] {
@@ -240,8 +224,8 @@ async fn a_missing_or_invalid_request_id_is_replaced_by_a_uuid_on_every_response
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_logged_at_info_with_their_code() {
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("refusals", &upstream.url("/agent"));
-    let gateway = config.gateway(&[JSON_LOGS]);
+    let config = two_routes("refusals", &upstream.url("/agent"));
+    let gateway = spawn(&config, &[JSON_LOGS]);
     let cases = [
         ("refused-404", run("/nowhere"), "/nowhere", 404, "NOT_FOUND"),
         (
@@ -302,12 +286,15 @@ fn parse_traceparent(value: &str) -> (String, String) {
 async fn the_clients_trace_continues_through_the_request_and_upstream_spans() {
     let collector = OtlpReceiver::start().await;
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("otlp", &upstream.url("/agent"));
+    let config = two_routes("otlp", &upstream.url("/agent"));
     let endpoint = collector.endpoint();
-    let gateway = config.gateway(&[
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
-    ]);
+    let gateway = spawn(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    );
     let response = send(
         gateway.addr,
         &run("/open")
@@ -359,17 +346,20 @@ async fn the_clients_trace_continues_through_the_request_and_upstream_spans() {
 async fn queued_spans_are_sent_at_exit() {
     let collector = OtlpReceiver::start().await;
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("flush", &upstream.url("/agent"));
+    let config = two_routes("flush", &upstream.url("/agent"));
     let endpoint = collector.endpoint();
     // A batch interval far beyond the test: only the flush at exit can send the spans.
-    let mut gateway = config.gateway(&[
-        (
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            &format!("{endpoint}/v1/traces"),
-        ),
-        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
-        ("OTEL_SERVICE_NAME", "proxy-under-test"),
-    ]);
+    let mut gateway = spawn(
+        &config,
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                &format!("{endpoint}/v1/traces"),
+            ),
+            ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+            ("OTEL_SERVICE_NAME", "proxy-under-test"),
+        ],
+    );
     let response = send(
         gateway.addr,
         &run("/open").header("traceparent", &client_traceparent()),
@@ -463,13 +453,16 @@ async fn a_collector_that_never_answers_holds_up_neither_requests_nor_the_exit()
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", silent.local_addr().unwrap());
     let upstream = upstream().await;
-    let config = ConfigFile::two_routes("silent", &upstream.url("/agent"));
+    let config = two_routes("silent", &upstream.url("/agent"));
     // An export would wait a minute for its answer: far beyond the exit this test allows.
-    let mut gateway = config.gateway(&[
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-        ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
-        ("OTEL_BSP_SCHEDULE_DELAY", "10"),
-    ]);
+    let mut gateway = spawn(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ],
+    );
     for _ in 0..5 {
         let response = send(
             gateway.addr,

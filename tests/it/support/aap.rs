@@ -645,18 +645,8 @@ pub fn spawn_gateway_with_env(args: &[&str], name: &str, value: &str) -> Gateway
 /// Writes `toml` to a fresh file, runs `dialect-proxy serve --config <file>`, and removes the
 /// file once the gateway listens (it reads the file only at startup).
 pub fn spawn_with_config(toml: &str) -> Gateway {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let path: PathBuf = std::env::temp_dir().join(format!(
-        "dp-aap-{}-{}.toml",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::write(&path, toml).expect("write the config file");
-    let spawned = std::panic::catch_unwind(|| {
-        spawn_gateway(&["--config", path.to_str().expect("UTF-8 temp path")])
-    });
-    let _ = std::fs::remove_file(&path);
-    spawned.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    let config = super::ConfigFile::new("aap", toml);
+    spawn_gateway(&["--config", config.arg()])
 }
 
 /// The object `value` as a map (panics otherwise).

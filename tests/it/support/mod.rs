@@ -8,6 +8,7 @@
 pub mod aap;
 pub mod aap_agent;
 pub mod client;
+pub mod config_file;
 pub mod gateway;
 pub mod hai;
 pub mod jwt;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use client::{send, Conn, Request, Response, SseItem};
+pub use config_file::ConfigFile;
 pub use gateway::Gateway;
 pub use upstream::{sse_frame, RecordedRequest, Script, ScriptedUpstream, Step};
 
