@@ -87,18 +87,15 @@ impl Reloads {
     /// problem. Either way the outcome is logged and counted.
     pub async fn reload(&self, cause: &'static str) {
         let (file, overrides) = (self.file.clone(), self.overrides.clone());
-        let loaded =
-            tokio::task::spawn_blocking(move || config::load(file.as_deref(), &overrides)).await;
+        let loaded = tokio::task::spawn_blocking(move || config::load(file.as_deref(), &overrides))
+            .await
+            .map_err(|joined| joined.to_string())
+            .and_then(|loaded| loaded.map_err(|problem| problem.to_string()));
         let config = match loaded {
-            Ok(Ok(config)) => config,
-            Ok(Err(error)) => {
-                self.metrics.config_reload(false);
-                tracing::error!(cause, %error, "configuration rejected; the running one stays");
-                return;
-            }
+            Ok(config) => config,
             Err(error) => {
                 self.metrics.config_reload(false);
-                tracing::error!(cause, %error, "configuration reload failed; the running one stays");
+                tracing::error!(cause, %error, "configuration rejected; the running one stays");
                 return;
             }
         };

@@ -186,15 +186,15 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         // contacted), or the client's dialect with an event (AAP's `turn_start`).
         let mut first = BytesMut::new();
         pipeline.begin(&mut first);
-        let waiting_events = !first.is_empty() || pipeline.opening().is_some();
-        let waiting = if !first.is_empty() {
-            Some(first.freeze())
+        // The waiting frame, and whether it holds events (not just the opening comment).
+        let (waiting, waiting_events) = if !first.is_empty() {
+            (Some(first.freeze()), true)
         } else if let Some(opening) = pipeline.opening() {
-            Some(Bytes::from_static(opening))
+            (Some(Bytes::from_static(opening)), true)
         } else if pipeline.is_stream() {
-            Some(Bytes::from_static(OPENING_COMMENT))
+            (Some(Bytes::from_static(OPENING_COMMENT)), false)
         } else {
-            None
+            (None, false)
         };
         if !pipeline.is_stream() {
             // One document: only what the pipeline writes goes into it.
