@@ -354,7 +354,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "http"
     };
     let metrics = std::sync::Arc::clone(&shared.metrics);
-    let server = crate::server::Server::new(config, listener, shared);
+    let store = crate::session::open(&config.store, config.sessions, metrics.store_observer())
+        .await
+        .context("could not open the session store")?;
+    let server = crate::server::Server::new(config, listener, shared, store);
     let reloads = ops::Reloads {
         file: args.config.clone(),
         overrides,

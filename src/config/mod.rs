@@ -77,6 +77,8 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// Bounds of the AAP session store (`[sessions]`).
     pub sessions: SessionLimits,
+    /// Which store keeps the sessions, and how to reach it (`[sessions] store`).
+    pub store: crate::session::StoreSettings,
     /// TLS on `listen` (`tls_cert`, `tls_key`); plaintext without it.
     pub tls: Option<crate::tls::ListenerTls>,
     /// Peers whose forwarding headers are believed (`trusted_proxies`).
@@ -137,6 +139,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         api_keys: &api_keys,
     };
     let sessions = sessions::sessions(&mut p, &raw.sessions);
+    let store = sessions::store(&mut p, &raw.sessions);
     let trusted_proxies =
         forwarding::trusted_proxies(&mut p, "trusted_proxies", &raw.trusted_proxies);
     let mut built = Vec::new();
@@ -203,6 +206,7 @@ pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
         drain_timeout: server.drain_timeout,
         stall_timeout: server.stall_timeout,
         sessions,
+        store,
         tls: server.tls,
         trusted_proxies,
         admission,

@@ -1406,3 +1406,70 @@ fn bad_admission_values_are_reported_at_their_place_and_under_their_flag() {
         assert!(err.contains(expected), "{expected}\n---\n{err}");
     }
 }
+
+#[test]
+fn the_session_store_is_chosen_with_its_own_keys_and_others_are_refused() {
+    use crate::session::{Backend, RedisSettings};
+    let route = "[[routes]]\npath = \"/aap\"\nclient = \"aap\"\nupstream = \"builtin:demo\"\n[routes.aap]\nname = \"a\"\n";
+    let config = file(route).unwrap();
+    assert_eq!(config.store.backend, Backend::Memory);
+    assert_eq!(config.store.timeout, Duration::from_secs(5));
+
+    let config = file(&format!(
+        "{route}[sessions]\nstore = \"file\"\npath = \"/var/lib/dp\"\nstore_timeout = \"2s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.store.backend,
+        Backend::File {
+            path: "/var/lib/dp".into()
+        }
+    );
+    assert_eq!(config.store.timeout, Duration::from_secs(2));
+
+    let config = file(&format!(
+        "{route}[sessions]\nstore = \"redis\"\nurl = \"rediss://u@redis:6380/2\"\npassword_env = \"RP\"\nkey_prefix = \"dp:\"\nlock_ttl = \"3s\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.store.backend,
+        Backend::Redis(RedisSettings {
+            url: "rediss://u@redis:6380/2".into(),
+            password_env: Some("RP".into()),
+            key_prefix: "dp:".into(),
+            lock_ttl: Duration::from_secs(3),
+        })
+    );
+
+    for (text, needle) in [
+        ("store = \"disk\"\n", "sessions.store"),
+        ("store = \"file\"\n", "sessions.path"),
+        ("store = \"redis\"\n", "sessions.url"),
+        (
+            "store = \"redis\"\nurl = \"http://redis:6379\"\n",
+            "sessions.url",
+        ),
+        (
+            "store = \"redis\"\nurl = \"redis://r\"\nkey_prefix = \"{x}\"\n",
+            "sessions.key_prefix",
+        ),
+        (
+            "store = \"file\"\npath = \"d\"\nurl = \"redis://r\"\n",
+            "sessions.url",
+        ),
+        ("url = \"redis://r\"\n", "sessions.url"),
+        (
+            "store = \"redis\"\nurl = \"redis://r\"\npath = \"d\"\n",
+            "sessions.path",
+        ),
+        (
+            "store = \"redis\"\nurl = \"redis://r\"\nlock_ttl = \"0s\"\n",
+            "sessions.lock_ttl",
+        ),
+    ] {
+        let err = file(&format!("{route}[sessions]\n{text}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+}

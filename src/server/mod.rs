@@ -75,7 +75,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::{read_body, BodyBudget};
 use crate::http::request_id::RequestId;
 use crate::http::response::{event_stream, Refusal, ResponseBody};
-use crate::session::{MemoryStore, Principal, Settling, Store, Timed, DEFAULT_STORE_TIMEOUT};
+use crate::session::{Principal, Settling, Store};
 use crate::telemetry::metrics::Metrics;
 use accept::{AcceptBackoff, ConnectionSlots};
 use admission::Streams;
@@ -197,14 +197,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Builds the gateway for `config` and marks it ready; connections queue on `listener`
-    /// until [`Server::run`].
-    pub fn new(config: Config, listener: TcpListener, shared: Shared) -> Server {
+    /// Builds the gateway for `config`, with the session store opened for it
+    /// ([`crate::session::open`]), and marks it ready; connections queue on `listener` until
+    /// [`Server::run`].
+    pub fn new(
+        config: Config,
+        listener: TcpListener,
+        shared: Shared,
+        store: Arc<dyn Store>,
+    ) -> Server {
         let (deadline, deadline_rx) = tokio::sync::watch::channel(false);
-        let store: Arc<dyn Store> = Arc::new(
-            Timed::new(MemoryStore::new(config.sessions), DEFAULT_STORE_TIMEOUT)
-                .observed(shared.metrics.store_observer()),
-        );
         shared.metrics.watch_store(&store);
         let lasting = Lasting {
             streams: Streams::new(config.admission.max_streams, &[], &shared.metrics),

@@ -63,6 +63,7 @@ struct Fixed {
     admission: Admission,
     stall_timeout: Duration,
     sessions: SessionLimits,
+    store: crate::session::StoreSettings,
 }
 
 impl Fixed {
@@ -74,6 +75,7 @@ impl Fixed {
             admission: config.admission,
             stall_timeout: config.stall_timeout,
             sessions: config.sessions,
+            store: config.store.clone(),
         }
     }
 
@@ -95,7 +97,7 @@ impl Fixed {
         if config.stall_timeout != self.stall_timeout {
             kept.push("stall_timeout");
         }
-        if config.sessions != self.sessions {
+        if config.sessions != self.sessions || config.store != self.store {
             kept.push("[sessions]");
         }
         config.listen = self.listen;
@@ -104,6 +106,7 @@ impl Fixed {
         config.admission = self.admission;
         config.stall_timeout = self.stall_timeout;
         config.sessions = self.sessions;
+        config.store = self.store.clone();
         kept
     }
 }

@@ -91,6 +91,7 @@ fn commit_of(session: Session, history: Vec<Message>) -> TurnCommit {
     TurnCommit {
         config: session.config,
         history,
+        kept: 0,
         state: None,
         pending: Vec::new(),
     }
@@ -184,6 +185,7 @@ async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
         Some(TurnCommit {
             config: next,
             history: session.history,
+            kept: 0,
             state: Some(serde_json::json!({"n": 1})),
             pending: Vec::new(),
         }),

@@ -6,8 +6,9 @@
 //! - thread records of AAP upstreams (§4.3): per route, principal and AG-UI thread, the AAP
 //!   session and what the agent has seen ([`ThreadRecord`]).
 //!
-//! [`Store`] is the seam for other backends: async and fallible, so a networked store (Redis)
-//! or a durable one can implement it; [`MemoryStore`] (dashmap) is the default. A store hands
+//! [`Store`] is the seam between the gateway and where sessions are kept ([`backend`]):
+//! [`MemoryStore`] (dashmap, the default), [`FileStore`] (durable, one process) and
+//! [`RedisStore`] (shared by replicas). A store hands
 //! out whole values (a session is read at the start of a turn and written back at its end), so
 //! it can be implemented with one read and one write per turn. At most one turn runs per
 //! session: [`Store::begin_turn`] marks it and [`Store::end_turn`] ends the mark, writing the
@@ -61,15 +62,21 @@
 //!
 //! Thread records hold ids and fingerprints, not content, and are not charged.
 
+pub mod backend;
+mod file;
 mod memory;
 mod principal;
 mod records;
+mod redis;
 mod settling;
 mod timed;
 
+pub use backend::{open, Backend, OpenError, RedisSettings, StoreSettings};
+pub use file::FileStore;
 pub use memory::MemoryStore;
 pub use principal::{Principal, ANONYMOUS};
 pub use records::{PendingCall, ThreadRecord};
+pub use redis::RedisStore;
 pub use settling::{Ending, Settling, UnderWay};
 pub use timed::{StoreObserver, Timed, DEFAULT_STORE_TIMEOUT};
 
@@ -125,7 +132,7 @@ impl Default for SessionLimits {
 }
 
 /// How a session's agent is configured (`aap.md` §6.3).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct SessionConfig {
     /// The path prefix of the AAP face that created it (sessions are listed per face).
     pub face: String,
@@ -139,7 +146,7 @@ pub struct SessionConfig {
 }
 
 /// One session.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Session {
     pub id: String,
     /// Who created it: the only principal that sees it.
@@ -155,7 +162,12 @@ pub struct Session {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnCommit {
     pub config: SessionConfig,
+    /// The whole history as the turn leaves it.
     pub history: Vec<Message>,
+    /// How many leading messages of `history` are the stored history's, unchanged: a store may
+    /// keep those and write only the rest (a turn appends; a snapshot or a truncation may
+    /// rewrite). Never more than the stored history holds; 0 is always correct.
+    pub kept: usize,
     pub state: Option<Value>,
     pub pending: Vec<Pending>,
 }

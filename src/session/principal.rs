@@ -8,7 +8,10 @@
 use std::fmt;
 
 /// An authenticated caller, or the anonymous one of a route without authentication.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Principal(String);
 
 /// The principal of requests on routes without authentication.

@@ -1,13 +1,14 @@
 //! What the gateway keeps per AG-UI thread in front of an AAP agent (`translation.md` §4.3):
 //! the agent's session, the messages it has seen and the calls its last turn stopped on.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::dialect::aap::fingerprint::Forwarded;
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
 
 /// A call the agent's last turn stopped on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingCall {
     pub id: String,
     pub name: String,
@@ -19,7 +20,7 @@ pub struct PendingCall {
 }
 
 /// What the gateway remembers of one AG-UI thread in front of an AAP agent.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ThreadRecord {
     pub session_id: String,
     pub agent: String,

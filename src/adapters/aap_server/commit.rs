@@ -64,15 +64,18 @@ pub(super) struct TurnOwner {
     report: Option<Reporter>,
     /// The session's configuration as the turn leaves it.
     config: Option<SessionConfig>,
+    /// Messages in the session's stored history when the turn began.
+    stored: usize,
 }
 
 impl TurnOwner {
     /// The owner reporting to the committer behind `report`, for a session configured as
-    /// `config` once the turn is done.
-    pub(super) fn new(report: Reporter, config: SessionConfig) -> TurnOwner {
+    /// `config` once the turn is done, whose stored history held `stored` messages.
+    pub(super) fn new(report: Reporter, config: SessionConfig, stored: usize) -> TurnOwner {
         TurnOwner {
             report: Some(report),
             config: Some(config),
+            stored,
         }
     }
 }
@@ -83,7 +86,7 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
             return None;
         };
         // The committer is gone only if the runtime is shutting down; nothing to wait for then.
-        report_and_hold(report.0, settle(pipeline, config))
+        report_and_hold(report.0, settle(pipeline, config, self.stored))
     }
 }
 
@@ -149,7 +152,11 @@ async fn commit(
 }
 
 /// What the turn leaves in its session; see the module docs.
-fn settle<R: Reader>(pipeline: &mut Pipeline<R, AapWriter>, config: SessionConfig) -> Settled {
+fn settle<R: Reader>(
+    pipeline: &mut Pipeline<R, AapWriter>,
+    config: SessionConfig,
+    stored: usize,
+) -> Settled {
     let events_in = pipeline.stats().events_in;
     let failure = pipeline.failure();
     let (mut transcript, stop) = pipeline.writer_mut().take();
@@ -178,10 +185,12 @@ fn settle<R: Reader>(pipeline: &mut Pipeline<R, AapWriter>, config: SessionConfi
         pending = pending.len(),
         "turn committed"
     );
+    let kept = transcript.unchanged().min(stored);
     let (history, state) = transcript.into_parts();
     Settled::Commit(Box::new(TurnCommit {
         config,
         history,
+        kept,
         state,
         pending,
     }))
@@ -314,7 +323,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             Arc::clone(&metrics),
             &Arc::default(),
         );
-        let mut owner = TurnOwner::new(reporter, SessionConfig::default());
+        let mut owner = TurnOwner::new(reporter, SessionConfig::default(), 0);
         let hold = owner
             .ended(&mut pipeline, Outcome::Completed)
             .expect("a hold");
@@ -344,7 +353,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             Arc::clone(&metrics),
             &Arc::default(),
         );
-        let mut owner = TurnOwner::new(reporter, SessionConfig::default());
+        let mut owner = TurnOwner::new(reporter, SessionConfig::default(), 0);
         owner
             .ended(&mut pipeline, Outcome::Completed)
             .expect("a hold")

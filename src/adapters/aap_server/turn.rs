@@ -162,6 +162,8 @@ struct Prepared {
     confirm_tool: String,
     /// Content bytes of the turn's input.
     input_bytes: usize,
+    /// Messages of the session's stored history (the transcript's first ones).
+    stored: usize,
     budget: usize,
 }
 
@@ -189,6 +191,7 @@ fn prepare(
     let (new, resume) = input_messages(agent, &session.pending, &turn.messages, &mut ids)?;
     let input_bytes = history_bytes(&new);
     let mut history = session.history;
+    let stored = history.len();
     history.extend(new);
     let used = history_bytes(&history);
     if used > max_history_bytes {
@@ -254,6 +257,7 @@ fn prepare(
         client_tools: client_names,
         confirm_tool: agent.confirm_tool.clone(),
         input_bytes,
+        stored,
         budget: max_history_bytes - used,
     })
 }
@@ -440,6 +444,7 @@ async fn run(
         client_tools,
         confirm_tool,
         input_bytes: _,
+        stored,
         budget,
     } = prepared;
     // The gateway's own API key is not the agent's business: `Relay::upstream_headers` and the
@@ -476,7 +481,7 @@ async fn run(
         Transcript::new(history, input.state.take(), budget),
     );
     let pipeline = Pipeline::from_parts(reader, writer, options);
-    let owner = TurnOwner::new(reporter, config);
+    let owner = TurnOwner::new(reporter, config, stored);
     let body = relay.body(route, Source::Body(upstream), pipeline, owner, span);
     if mode != StreamMode::None {
         return Ok(event_stream(body));

@@ -11,7 +11,8 @@ pub const CONFIRM_PREFIX: &str = "confirm:";
 
 /// A stable 64-bit FNV-1a hash of a message's role, text and tool calls, fed incrementally so
 /// the reader can fingerprint a message while it streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Fingerprint(u64);
 
 impl Fingerprint {
@@ -71,7 +72,7 @@ impl Fingerprint {
 }
 
 /// A message the agent has seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Forwarded {
     pub id: String,
     fingerprint: Fingerprint,

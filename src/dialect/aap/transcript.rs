@@ -44,6 +44,9 @@ pub struct Transcript {
     messages: Vec<Message>,
     /// Messages before this index were given to the run; the rest it produced.
     prior: usize,
+    /// Messages before this index are as the transcript was given them (never past `prior`:
+    /// everything that edits in place edits what the run produced).
+    unchanged: usize,
     /// Where this run's messages are, by id.
     index: HashMap<String, usize>,
     /// This run's tool calls, in start order.
@@ -60,6 +63,7 @@ impl Transcript {
     pub fn new(history: Vec<Message>, state: Option<Value>, budget: usize) -> Transcript {
         Transcript {
             prior: history.len(),
+            unchanged: history.len(),
             messages: history,
             index: HashMap::new(),
             calls: Vec::new(),
@@ -113,6 +117,12 @@ impl Transcript {
     /// One of this run's calls as the transcript holds it.
     pub fn tool_call(&self, call_id: &str) -> Option<&ToolCall> {
         self.find_call(call_id)
+    }
+
+    /// How many leading messages are still those the transcript was given: a snapshot that
+    /// rewrote the history, or a truncation, lowers it.
+    pub fn unchanged(&self) -> usize {
+        self.unchanged
     }
 
     /// Splits into the whole history and the state.
@@ -228,8 +238,16 @@ impl Transcript {
                     .iter()
                     .take_while(|m| before.contains(m.id()))
                     .count();
+                let same = self
+                    .messages
+                    .iter()
+                    .zip(&e.messages)
+                    .take(self.unchanged)
+                    .take_while(|(a, b)| a == b)
+                    .count();
                 self.messages = e.messages.clone();
                 self.prior = prior;
+                self.unchanged = same.min(prior);
                 self.reindex();
             }
             _ => {}
@@ -244,6 +262,7 @@ impl Transcript {
         if unresolved.is_empty() {
             return;
         }
+        self.unchanged = self.unchanged.min(self.prior);
         let mut tail = self.messages.split_off(self.prior);
         remove_calls(&mut tail, |id| unresolved.contains(id));
         self.messages.extend(tail);
@@ -277,6 +296,7 @@ impl Transcript {
             .rposition(|m| matches!(m, Message::Tool(_)))
             .map_or(self.prior, |i| self.prior + i + 1);
         self.messages.truncate(keep);
+        self.unchanged = self.unchanged.min(keep);
         self.drop_unresolved_calls();
     }
 
@@ -452,6 +472,34 @@ mod tests {
         );
         assert_eq!(ids(t.messages()), ["u", "a"]);
         assert_eq!(ids(t.generated()), ["a"]);
+    }
+
+    #[test]
+    fn what_a_run_leaves_unchanged_is_counted_for_the_store() {
+        let two = json!([
+            {"id":"u","role":"user","content":"hi"},
+            {"id":"v","role":"user","content":"there"}]);
+        // A run that only appends leaves everything it was given.
+        let t = run(two.clone(), step());
+        assert_eq!(t.unchanged(), 2);
+        // A snapshot that edits the second message keeps only the first.
+        let t = run(
+            two.clone(),
+            json!([{"type":"MESSAGES_SNAPSHOT","messages":[
+                {"id":"u","role":"user","content":"hi"},
+                {"id":"v","role":"user","content":"edited"}]}]),
+        );
+        assert_eq!(t.unchanged(), 1);
+        // A snapshot that repeats everything keeps everything it was given, not more.
+        let mut t = run(two.clone(), step());
+        let all: Vec<Message> = t.messages().to_vec();
+        let snapshot = json!({"type":"MESSAGES_SNAPSHOT","messages": all});
+        t.apply(&serde_json::from_value(snapshot).unwrap()).unwrap();
+        assert_eq!(t.unchanged(), 2);
+        // A failure truncates only what the run produced.
+        let mut t = run(two, step());
+        t.truncate_to_last_tool_round();
+        assert_eq!(t.unchanged(), 2);
     }
 
     #[test]
