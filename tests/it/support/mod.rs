@@ -7,6 +7,8 @@
 
 pub mod aap;
 pub mod aap_agent;
+pub mod agui_script;
+pub mod agui_thread;
 pub mod client;
 pub mod config_file;
 pub mod gateway;
