@@ -20,7 +20,7 @@ use super::Inner;
 use crate::session::{SessionLimits, StoreCounts, StoreError};
 
 /// At most this many expired sessions (and as many thread records) are purged per script.
-const PURGE_BATCH: usize = 100;
+pub(super) const PURGE_BATCH: usize = 100;
 
 /// What the ledger held at its last reply: [`crate::session::Store::counts`] answers from
 /// here without waiting.

@@ -46,9 +46,15 @@ impl Link {
         timeout: Duration,
         target: String,
     ) -> Result<Link, RedisError> {
+        // A little under the bound `Timed` enforces, so that a Redis that stopped answering
+        // is seen here (and the link marked down: later requests fail at once) rather than
+        // only by `Timed` dropping each request in turn.
+        let bound = timeout
+            .saturating_sub(timeout / 10)
+            .max(Duration::from_millis(1));
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(bound))
+            .set_response_timeout(Some(bound))
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(MANAGER_MAX_DELAY)
             .set_exponent_base(2.0)

@@ -15,7 +15,10 @@
 //! - `{ledger}:…`: the quotas' and the listing's bookkeeping ([`ledger`]), one slot.
 //!
 //! The connection is to one endpoint; the layout is ready for a cluster (no script crosses a
-//! slot), but the client is not a cluster client.
+//! slot), but the client is not a cluster client. Redis must be 7.0 or later (`PEXPIRE … GT`,
+//! `ZRANGE … BYSCORE|BYLEX`, scripts replicated by effects), and should not evict keys
+//! (`maxmemory-policy noeviction`): an evicted session is a lost one, and an evicted ledger
+//! key forgets charges.
 //!
 //! # Expiry
 //!
@@ -33,8 +36,9 @@
 //! in one script, then this process renews the lock until `end_turn`, which writes the commit
 //! in one script that first checks the lock is still its own (fencing: a replica whose lock
 //! expired, and which another turn may have taken, writes nothing and gets an error) and
-//! releases it. A process that exits mid-turn leaves the lock to expire after `lock_ttl`.
-//! Thread runs take the same kind of lock, so two replicas never run one thread at once.
+//! releases it. A process that exits mid-turn leaves the lock to expire after `lock_ttl`, and
+//! so does an operation cut short by [`super::Timed`] after it took a lock or before it
+//! released one. Thread runs take the same kind of lock, so two replicas never run one thread at once.
 //! What this process holds is kept locally (id → token, owner, renewal task); a second turn on
 //! a session this process still has a turn on is busy without asking Redis.
 //!
@@ -57,7 +61,8 @@
 //!
 //! Operations fail with [`StoreError::Unavailable`] (503 `STORE_UNAVAILABLE`): at once while
 //! the connection is known down, else within `store_timeout` (the connection manager's
-//! connection and response timeouts are that bound too, and [`super::Timed`] enforces it). A
+//! connection and response timeouts are a tenth under it, so a Redis that stops answering is
+//! noticed and the requests after fail at once; [`super::Timed`] enforces the bound). A
 //! watcher probes with exponential backoff (to [`BACKOFF_MAX`]) and logs the loss and the
 //! return of the connection; the gateway starts even when Redis is not reachable yet. Streams
 //! already running go on (they do not use the store until their end; a commit that cannot be

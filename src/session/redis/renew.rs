@@ -32,12 +32,17 @@ impl Inner {
         let me = self.me.clone();
         let every = (self.lock_ttl / 3).max(MIN_PERIOD);
         tokio::spawn(async move {
+            // Ticks keep their pace however long a renewal takes (each is bounded by the
+            // period), so a slow answer never delays the next attempt past the lock's life.
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await;
             loop {
-                tokio::time::sleep(every).await;
+                ticks.tick().await;
                 let Some(inner) = me.upgrade() else {
                     return;
                 };
-                if !inner.renew(&lease).await {
+                if !inner.renew(&lease, every).await {
                     return;
                 }
             }
@@ -45,26 +50,34 @@ impl Inner {
         .abort_handle()
     }
 
-    /// One renewal; whether to go on.
-    async fn renew(&self, lease: &Lease) -> bool {
+    /// One renewal, within `bound`; whether to go on.
+    async fn renew(&self, lease: &Lease, bound: Duration) -> bool {
         let mut invocation = self.scripts.renew.prepare_invoke();
         invocation
             .key(&lease.keys)
             .arg(lease.token.as_str())
             .arg(ms(self.lock_ttl))
             .arg(ms(self.running_ttl()));
-        let outcome = tokio::time::timeout(self.link.timeout, self.run(&invocation)).await;
+        let bound = bound.min(self.link.timeout);
+        let outcome = tokio::time::timeout(bound, self.run(&invocation)).await;
         let what = match lease.kind {
             Kind::Session => "session",
             Kind::Thread => "thread",
         };
         match outcome.map(|r| r.and_then(|v| int(v, "a lock's renewal"))) {
             Ok(Ok(1)) => {
-                if let Err(error) = self
-                    .touch(lease.kind, &lease.member, self.running_ttl(), true)
-                    .await
-                {
-                    tracing::debug!(%error, kind = what, "could not push a running entry's expiry in the ledger");
+                let touched = self.touch(lease.kind, &lease.member, self.running_ttl(), true);
+                match tokio::time::timeout(bound, touched).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, kind = what, "could not push a running entry's expiry in the ledger")
+                    }
+                    Err(_) => {
+                        tracing::debug!(
+                            kind = what,
+                            "pushing a running entry's expiry in the ledger timed out"
+                        )
+                    }
                 }
                 true
             }

@@ -129,7 +129,9 @@ return 'ok'
 /// The start of every ledger script: helpers, then the purge of what expired, at most
 /// `ARGV[1]` sessions and as many thread records, each giving its charge back. KEYS are
 /// [`super::keys::LEDGER`]. Every ledger script replies `reply(status, extra)`: {status,
-/// sessions held, thread records held, extra}.
+/// sessions held, thread records held, extra}. `judge(refusal)` is the refusal `refusal()`
+/// finds once nothing expired is left to purge (up to ten more batches): a place held by an
+/// expired entry is never refused.
 const LEDGER: &str = r"
 local function int(x)
   return string.format('%d', x)
@@ -176,12 +178,23 @@ local function reply(status, extra)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = ARGV[1]
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], '-inf', int(now), 'BYSCORE', 'LIMIT', 0, n)) do
-  forget(id)
+local n = tonumber(ARGV[1])
+local function sweep()
+  local ids = redis.call('ZRANGE', KEYS[1], '-inf', int(now), 'BYSCORE', 'LIMIT', 0, int(n))
+  for _, id in ipairs(ids) do forget(id) end
+  local hs = redis.call('ZRANGE', KEYS[7], '-inf', int(now), 'BYSCORE', 'LIMIT', 0, int(n))
+  for _, h in ipairs(hs) do tforget(h) end
+  return #ids < n and #hs < n
 end
-for _, h in ipairs(redis.call('ZRANGE', KEYS[7], '-inf', int(now), 'BYSCORE', 'LIMIT', 0, n)) do
-  tforget(h)
+local swept = sweep()
+local function judge(refusal)
+  local verdict, rounds = refusal(), 0
+  while verdict and not swept and rounds < 10 do
+    swept = sweep()
+    verdict = refusal()
+    rounds = rounds + 1
+  end
+  return verdict
 end
 ";
 
@@ -194,10 +207,13 @@ return reply('ok')
 /// max_sessions_per_principal, max_total_bytes, max_bytes_per_principal.
 const ADMIT: &str = r"
 local owner, bytes = ARGV[3], tonumber(ARGV[5])
-if held(KEYS[4], owner) >= tonumber(ARGV[8]) then return reply('principal_full') end
-if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[7]) then return reply('full') end
-if held(KEYS[5], owner) + bytes > tonumber(ARGV[10]) then return reply('principal_space') end
-if held(KEYS[6], 'bytes') + bytes > tonumber(ARGV[9]) then return reply('space') end
+local refused = judge(function()
+  if held(KEYS[4], owner) >= tonumber(ARGV[8]) then return 'principal_full' end
+  if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[7]) then return 'full' end
+  if held(KEYS[5], owner) + bytes > tonumber(ARGV[10]) then return 'principal_space' end
+  if held(KEYS[6], 'bytes') + bytes > tonumber(ARGV[9]) then return 'space' end
+end)
+if refused then return reply(refused) end
 put(ARGV[2], owner, ARGV[4], bytes, 0, now + tonumber(ARGV[6]))
 return reply('ok')
 ";
@@ -216,8 +232,11 @@ local raw = redis.call('HGET', KEYS[2], ARGV[2])
 if not raw then return reply('missing') end
 local r = cjson.decode(raw)
 local bytes = tonumber(ARGV[3])
-if held(KEYS[5], r.o) + bytes > tonumber(ARGV[5]) then return reply('principal_space') end
-if held(KEYS[6], 'bytes') + bytes > tonumber(ARGV[4]) then return reply('space') end
+local refused = judge(function()
+  if held(KEYS[5], r.o) + bytes > tonumber(ARGV[5]) then return 'principal_space' end
+  if held(KEYS[6], 'bytes') + bytes > tonumber(ARGV[4]) then return 'space' end
+end)
+if refused then return reply(refused) end
 put(ARGV[2], r.o, r.l, r.b, r.i + bytes, now + tonumber(ARGV[6]))
 return reply('ok')
 ";
@@ -275,8 +294,11 @@ if redis.call('HEXISTS', KEYS[8], h) == 1 then
   return reply('ok')
 end
 if ARGV[7] == '1' then
-  if held(KEYS[9], owner) >= tonumber(ARGV[6]) then return reply('principal_full') end
-  if redis.call('HLEN', KEYS[8]) >= tonumber(ARGV[5]) then return reply('full') end
+  local refused = judge(function()
+    if held(KEYS[9], owner) >= tonumber(ARGV[6]) then return 'principal_full' end
+    if redis.call('HLEN', KEYS[8]) >= tonumber(ARGV[5]) then return 'full' end
+  end)
+  if refused then return reply(refused) end
 end
 redis.call('HSET', KEYS[8], h, owner)
 add(KEYS[9], owner, 1)

@@ -452,6 +452,38 @@ async fn idle_sessions_and_threads_leave_redis_and_give_their_quota_back() {
 }
 
 #[tokio::test]
+async fn a_place_held_by_an_expired_session_is_never_refused_however_many_expired() {
+    let server = RedisServer::start();
+    let s = connect(
+        &server,
+        SessionLimits {
+            idle_timeout: Duration::from_millis(600),
+            max_bytes_per_principal: 10,
+            ..SessionLimits::default()
+        },
+    )
+    .await;
+    // More expired sessions than one purge batch, all older than alice's.
+    for i in 0..ledger::PURGE_BATCH + 5 {
+        add(&s, &Principal::new(format!("p{}", i % 3)), Vec::new())
+            .await
+            .unwrap();
+    }
+    add(&s, &alice(), vec![said(&"x".repeat(10))])
+        .await
+        .unwrap();
+    assert!(matches!(
+        add(&s, &alice(), vec![said("x")]).await,
+        Err(StoreError::PrincipalOutOfSpace { .. })
+    ));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    add(&s, &alice(), vec![said(&"x".repeat(10))])
+        .await
+        .unwrap();
+    assert_eq!(s.counts().sessions, 1);
+}
+
+#[tokio::test]
 async fn threads_run_on_one_replica_at_a_time() {
     let server = RedisServer::start();
     let a = connect(&server, SessionLimits::default()).await;
@@ -479,6 +511,38 @@ async fn threads_run_on_one_replica_at_a_time() {
     a.end_thread("k").await.unwrap();
 }
 
+/// Every log line written while the guard lives, on this thread (the tests' runtime runs the
+/// store's tasks on it too).
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || sink.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Tries `op` until it succeeds, for at most `bound`.
 async fn eventually<T, F, Fut>(bound: Duration, mut op: F) -> T
 where
@@ -504,6 +568,7 @@ fn unreachable(error: &StoreError) -> bool {
 
 #[tokio::test]
 async fn redis_going_away_fails_requests_in_time_and_its_return_heals_the_store() {
+    let (logs, _guard) = Logs::capture();
     let mut server = RedisServer::start();
     let s = Timed::new(connect(&server, SessionLimits::default()).await, TIMEOUT);
     let id = add(&s, &alice(), Vec::new()).await.unwrap();
@@ -520,6 +585,14 @@ async fn redis_going_away_fails_requests_in_time_and_its_return_heals_the_store(
     // The same store, without anything done to it, serves again.
     let id = eventually(Duration::from_secs(10), || add(&s, &ALICE, Vec::new())).await;
     assert!(s.get(&id, &alice()).await.unwrap().is_some());
+    // The loss is logged once, and the return.
+    let log = logs.text();
+    assert_eq!(log.matches("lost the connection").count(), 1, "{log}");
+    let lost = log.find("lost the connection").unwrap();
+    assert!(
+        log[lost..].contains("connected to the Redis session store"),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -538,6 +611,11 @@ async fn a_redis_that_hangs_fails_requests_within_the_timeout() {
     let error = s.begin_turn(&id, &alice()).await.unwrap_err();
     assert!(unreachable(&error), "{error}");
     assert!(started.elapsed() < timeout + Duration::from_millis(400));
+    // Seen as down: the next request does not wait.
+    let started = Instant::now();
+    let error = s.get(&id, &alice()).await.unwrap_err();
+    assert!(unreachable(&error), "{error}");
+    assert!(started.elapsed() < Duration::from_millis(100), "{error}");
     server.freeze(false);
     eventually(Duration::from_secs(10), || s.get(&id, &ALICE)).await;
 }
@@ -566,6 +644,7 @@ async fn a_redis_not_there_at_start_does_not_stop_the_gateway() {
 
 #[tokio::test]
 async fn a_password_comes_from_password_env_and_is_never_shown() {
+    let (logs, _guard) = Logs::capture();
     let server = RedisServer::start_with(&["--requirepass", "s3cret-pw"]);
     let var = format!("DP_TEST_REDIS_PASSWORD_{}", server.port);
     let mut with_env = settings(server.url());
@@ -607,6 +686,13 @@ async fn a_password_comes_from_password_env_and_is_never_shown() {
     .unwrap_err();
     assert!(!error.to_string().contains("s3cret"), "{error}");
     std::env::remove_var(&var);
+    // Nor a log line, nor the store's debug form.
+    let log = logs.text();
+    assert!(
+        !log.contains("s3cret") && !log.contains("wrong-pw"),
+        "{log}"
+    );
+    assert!(!format!("{s:?}{t:?}").contains("s3cret"));
 }
 
 #[tokio::test]
