@@ -78,6 +78,7 @@ mod codec;
 mod keys;
 mod ledger;
 mod link;
+mod list;
 mod renew;
 mod scripts;
 mod sessions;
