@@ -29,7 +29,8 @@ pub(super) struct Link {
     config: ConnectionManagerConfig,
     manager: RwLock<ConnectionManager>,
     up: AtomicBool,
-    /// When the link went down: the reconnection log line says for how long.
+    /// When the link was lost (not set before the first connection): the reconnection's log
+    /// line says for how long.
     down_since: std::sync::Mutex<Option<Instant>>,
     /// Wakes the watcher when an operation saw the link go down.
     pub(super) wake: Notify,
@@ -67,7 +68,7 @@ impl Link {
             config,
             manager: RwLock::new(manager),
             up: AtomicBool::new(false),
-            down_since: std::sync::Mutex::new(Some(Instant::now())),
+            down_since: std::sync::Mutex::new(None),
             wake: Notify::new(),
             target,
             timeout,
@@ -147,8 +148,8 @@ impl Link {
             match since {
                 Some(since) => tracing::info!(
                     redis = %self.target,
-                    after = ?since.elapsed(),
-                    "connected to the Redis session store"
+                    down_for = ?since.elapsed(),
+                    "connected to the Redis session store again"
                 ),
                 None => {
                     tracing::info!(redis = %self.target, "connected to the Redis session store")

@@ -89,7 +89,7 @@ async fn redis_going_away_fails_requests_in_time_and_its_return_heals_the_store(
 #[tokio::test]
 async fn a_redis_that_hangs_fails_requests_within_the_timeout() {
     let server = RedisServer::start();
-    let timeout = Duration::from_millis(600);
+    let timeout = Duration::from_secs(1);
     let s = Timed::new(
         RedisStore::connect(&settings(server.url()), SessionLimits::default(), timeout)
             .await
