@@ -8,7 +8,14 @@ use serde_json::Map;
 
 use super::*;
 use crate::event::{Message, MessageContent, UserMessage};
+use crate::session::conformance::{store_conformance, Subject};
 use crate::session::new_session_id;
+
+async fn memory(limits: SessionLimits) -> Subject {
+    Subject::alone(Arc::new(MemoryStore::new(limits)))
+}
+
+store_conformance!(memory);
 
 fn alice() -> Principal {
     Principal::new("alice")

@@ -63,6 +63,8 @@
 //! Thread records hold ids and fingerprints, not content, and are not charged.
 
 pub mod backend;
+#[cfg(test)]
+pub(crate) mod conformance;
 mod file;
 mod memory;
 mod principal;

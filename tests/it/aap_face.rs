@@ -24,7 +24,8 @@ use support::{
         spawn_with_config, stop_reason, tool_message, tool_spec, tool_uses, user_turn,
         wait_for_event, AapClient, Reply, CONFIRM_TOOL,
     },
-    Gateway, RecordedRequest, Script, ScriptedUpstream, Step, PATIENCE,
+    agui_script::{ack_upstream, agui_text_script, last_user_text},
+    Gateway, RecordedRequest, Script, ScriptedUpstream, PATIENCE,
 };
 
 /// The multi-byte string every demo turn streams after the echo (`src/demo/script.rs`).
@@ -117,53 +118,6 @@ fn support_gateway(
 fn web_fetch_spec() -> Value {
     json!({"name": "web_fetch", "description": "Fetch a URL",
            "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}})
-}
-
-// ---------------------------------------------------------------------------------------------
-// Scripted AG-UI upstream
-
-/// The text of the last user message of an AG-UI request body.
-fn last_user_text(body: &Value) -> String {
-    agui_texts(&body["messages"])
-        .into_iter()
-        .rev()
-        .find(|(role, _)| role == "user")
-        .map(|(_, text)| text)
-        .unwrap_or_default()
-}
-
-/// The AG-UI events of a run answering `request`, with its `threadId`/`runId`: `RUN_STARTED`,
-/// the text message `chunks` (one `TEXT_MESSAGE_CONTENT` each, `Step::Sleep`s between them where
-/// `pause` is set) and `RUN_FINISHED`.
-fn agui_text_script(request: &RecordedRequest, chunks: &[&str], pause: Option<Duration>) -> Script {
-    let body = request.json();
-    let (thread, run) = (body["threadId"].clone(), body["runId"].clone());
-    let message = format!("{}.m0", run.as_str().unwrap_or("run"));
-    let mut script = Script::sse_headers()
-        .event_json(&json!({"type": "RUN_STARTED", "threadId": thread, "runId": run}))
-        .event_json(
-            &json!({"type": "TEXT_MESSAGE_START", "messageId": message, "role": "assistant"}),
-        );
-    for (i, chunk) in chunks.iter().enumerate() {
-        if let (Some(pause), true) = (pause, i > 0) {
-            script = script.step(Step::Sleep(pause));
-        }
-        script = script.event_json(
-            &json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": chunk}),
-        );
-    }
-    script
-        .event_json(&json!({"type": "TEXT_MESSAGE_END", "messageId": message}))
-        .event_json(&json!({"type": "RUN_FINISHED", "threadId": thread, "runId": run}))
-}
-
-/// An upstream that answers every turn with one text message `ack: <last user text>`.
-async fn ack_upstream() -> ScriptedUpstream {
-    ScriptedUpstream::start(|request| {
-        let said = last_user_text(&request.json());
-        agui_text_script(request, &[&format!("ack: {said}")], None)
-    })
-    .await
 }
 
 /// Checks what the AG-UI upstream received for a turn of session `sid` (`translation.md` §4.1

@@ -7,6 +7,8 @@
 
 pub mod aap;
 pub mod aap_agent;
+pub mod agui_script;
+pub mod agui_thread;
 pub mod client;
 pub mod config_file;
 pub mod gateway;
@@ -16,6 +18,7 @@ pub mod node;
 pub mod otlp;
 pub mod process;
 pub mod python;
+pub mod redis;
 pub mod random;
 pub mod scrape;
 pub mod tls;
