@@ -2,11 +2,12 @@
 //! commit writes what it did not keep, everything (quota usage included) survives a reopen,
 //! deletion and expiry empty the tables, a directory is held by one store, rows that do not
 //! read are skipped, a call dropped by its caller leaves no mark, and the accounting of bytes
-//! matches the memory store's.
+//! matches the memory store's. The contract every store keeps is the conformance suite's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -15,6 +16,7 @@ use super::*;
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
 use crate::dialect::aap::{Pending, PendingKind};
 use crate::event::{Message, MessageContent, UserMessage};
+use crate::session::conformance::{store_conformance, Subject};
 use crate::session::usage::Held;
 use crate::session::{new_session_id, PendingCall};
 
@@ -43,6 +45,18 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A file store in a directory of its own, removed after the test.
+async fn file_store(limits: SessionLimits) -> Subject {
+    let dir = TempDir::new();
+    let store = FileStore::open(dir.path(), limits).await.unwrap();
+    Subject {
+        store: Arc::new(store),
+        keep: Box::new(dir),
+    }
+}
+
+store_conformance!(file_store);
 
 fn alice() -> Principal {
     Principal::new("alice")
@@ -571,57 +585,6 @@ async fn a_call_its_caller_dropped_leaves_no_mark_and_finishes_its_write() {
     );
     assert_eq!(bytes_in_use(&s), 17);
     s.begin_turn(&id, &alice()).await.unwrap();
-}
-
-#[tokio::test]
-async fn a_turn_is_marked_once_and_another_principals_session_is_missing() {
-    let dir = TempDir::new();
-    let s = open(&dir, SessionLimits::default()).await;
-    let mine = add_sized(&s, &alice(), "/", 3).await.unwrap();
-    let theirs = add_sized(&s, &bob(), "/", 4).await.unwrap();
-    s.begin_turn(&mine, &alice()).await.unwrap();
-    assert_eq!(
-        s.begin_turn(&mine, &alice()).await.err(),
-        Some(StoreError::Busy)
-    );
-    assert_eq!(
-        s.begin_turn(&mine, &bob()).await.err(),
-        Some(StoreError::NotFound),
-        "running or not, it is not found, never busy"
-    );
-    s.end_turn(&mine, None).await.unwrap();
-    s.begin_turn(&mine, &alice()).await.unwrap();
-    s.end_turn(&mine, None).await.unwrap();
-    assert!(s.get(&theirs, &alice()).await.unwrap().is_none());
-    assert!(s.config(&theirs, &alice()).await.unwrap().is_none());
-    assert!(!s.delete(&theirs, &alice()).await.unwrap());
-    let (listed, more) = s.list("/", &alice(), None, 10).await.unwrap();
-    assert_eq!((listed.len(), more), (1, false));
-    assert_eq!(listed[0].id, mine);
-    assert_eq!(bytes_in_use(&s), 7);
-}
-
-#[tokio::test]
-async fn list_pages_in_id_order_per_face() {
-    let dir = TempDir::new();
-    let s = open(&dir, SessionLimits::default()).await;
-    let anyone = Principal::anonymous();
-    let mut ids = Vec::new();
-    for _ in 0..5 {
-        ids.push(add_sized(&s, &anyone, "/a", 0).await.unwrap());
-    }
-    add_sized(&s, &anyone, "/b", 0).await.unwrap();
-    ids.sort();
-    let page = |p: Vec<Session>| p.into_iter().map(|s| s.id).collect::<Vec<_>>();
-    let (first, more) = s.list("/a", &anyone, None, 2).await.unwrap();
-    assert!(more);
-    assert_eq!(page(first), ids[..2]);
-    let (next, more) = s.list("/a", &anyone, Some(&ids[1]), 2).await.unwrap();
-    assert!(more);
-    assert_eq!(page(next), ids[2..4]);
-    let (last, more) = s.list("/a", &anyone, Some(&ids[3]), 2).await.unwrap();
-    assert!(!more);
-    assert_eq!(page(last), ids[4..]);
 }
 
 #[tokio::test]
