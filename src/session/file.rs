@@ -1,6 +1,7 @@
 //! The durable store of one gateway (`[sessions] store = "file"`): sessions, histories, thread
 //! records and the quotas they count against survive a restart, `kill -9` included, in the
-//! directory `path` (created 0700 when missing), in the embedded database `sessions.redb`.
+//! directory `path` (created 0700 when missing), in the embedded database `sessions.redb`
+//! (created 0600: session options hold secrets).
 //!
 //! The database is redb: transactions, checksummed copy-on-write pages and file locking are
 //! what a hand-written log would have to get right, and redb gets them right. Its tables and
@@ -68,7 +69,7 @@ use super::{
 use crate::event::history_bytes;
 
 /// The database file in the store's directory.
-pub const DATABASE_FILE: &str = "sessions.redb";
+const DATABASE_FILE: &str = "sessions.redb";
 
 /// How often a write sweeps idle entries out, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -158,7 +159,17 @@ impl Inner {
             path: dir.clone(),
             reason: format!("cannot create the directory: {e}"),
         })?;
-        let (db, found) = Db::open(&dir.join(DATABASE_FILE))?;
+        let file = dir.join(DATABASE_FILE);
+        // Options hold secrets: the file is the gateway's alone, whatever the directory allows.
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&file).map_err(|e| OpenError::File {
+            path: dir.clone(),
+            reason: format!("cannot create {DATABASE_FILE}: {e}"),
+        })?;
+        let (db, found) = Db::open(&file)?;
 
         let (now, now_ms) = (Instant::now(), now_ms());
         let idle = limits.idle_timeout;

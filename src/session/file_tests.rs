@@ -263,6 +263,8 @@ async fn a_full_session_reads_back_as_it_was_stored_before_and_after_a_reopen() 
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "the directory is the gateway's alone");
+        let file = std::fs::metadata(dir.path().join(DATABASE_FILE)).unwrap();
+        assert_eq!(file.permissions().mode() & 0o777, 0o600, "so is the file");
     }
 }
 
