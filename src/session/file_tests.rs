@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::*;
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
 use crate::dialect::aap::{Pending, PendingKind};
-use crate::event::{Message, MessageContent, UserMessage};
+use crate::event::{history_bytes, Message, MessageContent, UserMessage};
 use crate::session::conformance::{store_conformance, Subject};
 use crate::session::usage::Held;
 use crate::session::{new_session_id, PendingCall};
