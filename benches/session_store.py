@@ -15,8 +15,10 @@ Measured by the client, one connection per request (`connection: close`, the sam
   create  POST /sessions, request to the end of the answer;
   start   POST /sessions/:id/turns, request to the `turn_start` event: the session read and
           locked, the input charged, the agent's answer begun;
-  commit  the last `text_delta` to `turn_stop`: the agent is done by then, and the gateway
-          sends `turn_stop` only once the store holds the turn;
+  commit  `turn_start` to `turn_stop`: the agent's answer (one instant chunk) and the write
+          back, which `turn_stop` waits for: the gateway ends a turn's stream only once the
+          store holds the turn (the agent's last events wait with it, so the time between the
+          last `text_delta` and `turn_stop` shows nothing);
   turn    the whole turn, request to the end of the stream;
   hop     a POST to the agent through nginx, request to the end of the answer.
 
@@ -72,7 +74,7 @@ def wait_port(port, what, proc=None, timeout=10.0):
 
 def request(port, method, path, body=b"", stream_marks=False):
     """One HTTP/1.1 request on a fresh connection. Returns (status, body, marks): marks are the
-    monotonic times at which `turn_start`, the last `text_delta` and `turn_stop` arrived."""
+    monotonic times at which `turn_start` and `turn_stop` arrived."""
     head = (
         f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n"
         f"content-type: application/json\r\naccept: text/event-stream\r\n"
@@ -92,8 +94,6 @@ def request(port, method, path, body=b"", stream_marks=False):
             if stream_marks:
                 if "start" not in marks and b"event: turn_start" in data:
                     marks["start"] = now
-                if b"event: text_delta" in chunk:
-                    marks["delta"] = now
                 if "stop" not in marks and b"event: turn_stop" in data:
                     marks["stop"] = now
     status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
@@ -221,10 +221,10 @@ def one_session(port, turns, out):
         t0 = time.monotonic()
         status, body, marks = request(port, "POST", f"/v1/sessions/{sid}/turns", turn, True)
         end = time.monotonic()
-        if status != 200 or b'"stopReason":"end_turn"' not in body or len(marks) != 3:
+        if status != 200 or b'"stopReason":"end_turn"' not in body or len(marks) != 2:
             sys.exit(f"turn: {status} {marks} {body[:400]!r}")
         out["start"].append(marks["start"] - t0)
-        out["commit"].append(marks["stop"] - marks["delta"])
+        out["commit"].append(marks["stop"] - marks["start"])
         out["turn"].append(end - t0)
     status, _, _ = request(port, "DELETE", f"/v1/sessions/{sid}")
     if status != 204:
@@ -242,7 +242,7 @@ def report(stores, figures, hop, means, args):
         "of the same instant AG-UI agent (nginx); one connection per request. Milliseconds, "
         "p50 / p99 over every round.",
         "",
-        "| | create | turn start | commit (last delta → turn_stop) | whole turn |",
+        "| | create | turn start | answer and commit (turn_start → turn_stop) | whole turn |",
         "|---|---|---|---|---|",
     ]
     for store in stores:
