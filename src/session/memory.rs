@@ -16,6 +16,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use dashmap::DashMap;
 
+use super::usage::{Held, Usage};
 use super::{
     Principal, Session, SessionConfig, SessionLimits, Store, StoreCounts, StoreError, ThreadRecord,
     TurnCommit,
@@ -39,65 +40,6 @@ struct ThreadEntry {
     record: Option<ThreadRecord>,
     running: bool,
     used: Instant,
-}
-
-/// Sessions and bytes held, by the gateway or by one owner.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Held {
-    sessions: usize,
-    bytes: usize,
-}
-
-/// What the stored sessions use of the limits.
-#[derive(Debug, Default)]
-struct Usage {
-    total: Held,
-    /// Owners without sessions are not kept.
-    per_owner: HashMap<Principal, Held>,
-}
-
-impl Usage {
-    fn of(&self, owner: &Principal) -> Held {
-        self.per_owner.get(owner).copied().unwrap_or_default()
-    }
-
-    /// Whether `bytes` more fit `owner`'s share and the gateway's budget.
-    fn room_for(
-        &self,
-        owner: &Principal,
-        bytes: usize,
-        limits: &SessionLimits,
-    ) -> Result<(), StoreError> {
-        if self.of(owner).bytes.saturating_add(bytes) > limits.max_bytes_per_principal {
-            return Err(StoreError::PrincipalOutOfSpace {
-                needed: bytes,
-                limit: limits.max_bytes_per_principal,
-            });
-        }
-        if self.total.bytes.saturating_add(bytes) > limits.max_total_bytes {
-            return Err(StoreError::OutOfSpace {
-                needed: bytes,
-                limit: limits.max_total_bytes,
-            });
-        }
-        Ok(())
-    }
-
-    /// Adds `add` and takes away `sub`, for `owner` and in total.
-    fn update(&mut self, owner: &Principal, add: Held, sub: Held) {
-        let held = self.per_owner.entry(owner.clone()).or_default();
-        for h in [held, &mut self.total] {
-            debug_assert!(
-                h.sessions >= sub.sessions && h.bytes >= sub.bytes,
-                "usage underflow"
-            );
-            h.sessions = h.sessions.saturating_sub(sub.sessions) + add.sessions;
-            h.bytes = h.bytes.saturating_sub(sub.bytes) + add.bytes;
-        }
-        if self.of(owner) == Held::default() {
-            self.per_owner.remove(owner);
-        }
-    }
 }
 
 /// See the module docs.

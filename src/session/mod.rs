@@ -72,6 +72,7 @@ mod records;
 mod redis;
 mod settling;
 mod timed;
+mod usage;
 
 pub use backend::{open, Backend, OpenError, RedisSettings, StoreSettings};
 pub use file::FileStore;

@@ -43,6 +43,7 @@ mod proxy_stall;
 mod real_client;
 mod robustness;
 mod session_owners;
+mod session_store_file;
 mod shipped_configs;
 mod telemetry;
 mod tls;

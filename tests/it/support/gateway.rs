@@ -248,6 +248,12 @@ impl Gateway {
         None
     }
 
+    /// Kills the process with SIGKILL, as a crash would: nothing of it runs after this.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

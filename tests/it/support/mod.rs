@@ -18,6 +18,7 @@ pub mod node;
 pub mod otlp;
 pub mod process;
 pub mod python;
+pub mod redis;
 pub mod random;
 pub mod scrape;
 pub mod tls;
