@@ -38,9 +38,14 @@
 //! expired, and which another turn may have taken, writes nothing and gets an error) and
 //! releases it. A process that exits mid-turn leaves the lock to expire after `lock_ttl`, and
 //! so does an operation cut short by [`super::Timed`] after it took a lock or before it
-//! released one. Thread runs take the same kind of lock, so two replicas never run one thread at once.
-//! What this process holds is kept locally (id → token, owner, renewal task); a second turn on
-//! a session this process still has a turn on is busy without asking Redis.
+//! released one. Thread runs take the same kind of lock, so two replicas never run one thread
+//! at once. What this process holds is kept locally (id → token, owner, renewal task); a
+//! second turn on a session this process still has a turn on is busy without asking Redis.
+//!
+//! The locks and the ledger are written here, as Lua scripts ([`scripts`]), rather than taken
+//! from a crate: a lock crate checks and releases in commands of its own, while fencing needs
+//! the check and the write in one script on the session's slot; and no crate keeps quotas
+//! across the processes sharing a Redis.
 //!
 //! # Two slots, two steps
 //!
