@@ -1,0 +1,125 @@
+//! Tests of [`super::RedisStore`] against a real `redis-server` per test ([`server`]): the
+//! shared contract ([`store_conformance!`]), and what only a shared store has: replicas,
+//! locks that expire, the history written by appends, keys that expire, Redis going away and
+//! coming back, passwords and TLS.
+
+mod outages;
+mod replicas;
+mod server;
+mod writes;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ::redis::aio::MultiplexedConnection;
+use serde_json::Map;
+
+use super::*;
+use crate::event::{Message, MessageContent, UserMessage};
+use crate::session::backend::DEFAULT_KEY_PREFIX;
+use crate::session::conformance::{store_conformance, Subject};
+use crate::session::{new_session_id, Timed};
+use server::RedisServer;
+
+/// `store_timeout` in these tests.
+const TIMEOUT: Duration = Duration::from_secs(2);
+/// `lock_ttl` in these tests.
+const LOCK_TTL: Duration = Duration::from_secs(1);
+
+fn settings(url: String) -> RedisSettings {
+    RedisSettings {
+        url,
+        password_env: None,
+        key_prefix: DEFAULT_KEY_PREFIX.into(),
+        lock_ttl: LOCK_TTL,
+    }
+}
+
+async fn connect(server: &RedisServer, limits: SessionLimits) -> RedisStore {
+    RedisStore::connect(&settings(server.url()), limits, TIMEOUT)
+        .await
+        .unwrap()
+}
+
+async fn redis(limits: SessionLimits) -> Subject {
+    let server = RedisServer::start();
+    let store = connect(&server, limits).await;
+    Subject {
+        store: Arc::new(Timed::new(store, TIMEOUT)),
+        keep: Box::new(server),
+    }
+}
+
+store_conformance!(redis);
+
+/// A plain connection, to look at what the store wrote.
+async fn raw(server: &RedisServer) -> MultiplexedConnection {
+    ::redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn query<T: ::redis::FromRedisValue>(conn: &mut MultiplexedConnection, args: &[&str]) -> T {
+    let mut cmd = ::redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query_async(conn).await.unwrap()
+}
+
+static ALICE: std::sync::LazyLock<Principal> = std::sync::LazyLock::new(alice);
+
+fn alice() -> Principal {
+    Principal::new("alice")
+}
+
+fn bob() -> Principal {
+    Principal::new("bob")
+}
+
+/// A user message saying `text`.
+fn said(text: &str) -> Message {
+    Message::User(UserMessage {
+        id: new_session_id(),
+        content: MessageContent::Text(text.into()),
+        name: None,
+        encrypted_value: None,
+        metadata: None,
+        subagent_run_id: None,
+        extra: Map::new(),
+    })
+}
+
+/// A new session of `owner` on face "/" holding `history`; its id.
+async fn add(
+    s: &dyn Store,
+    owner: &Principal,
+    history: Vec<Message>,
+) -> Result<String, StoreError> {
+    let id = new_session_id();
+    s.create(Session {
+        id: id.clone(),
+        owner: owner.clone(),
+        config: SessionConfig {
+            face: "/".into(),
+            agent: "a".into(),
+            ..SessionConfig::default()
+        },
+        history,
+        ..Session::default()
+    })
+    .await?;
+    Ok(id)
+}
+
+fn commit(session: &Session, history: Vec<Message>, kept: usize) -> TurnCommit {
+    TurnCommit {
+        config: session.config.clone(),
+        history,
+        kept,
+        state: None,
+        pending: Vec::new(),
+    }
+}
