@@ -44,6 +44,7 @@ mod real_client;
 mod robustness;
 mod session_owners;
 mod session_store_file;
+mod session_store_redis;
 mod shipped_configs;
 mod telemetry;
 mod tls;
