@@ -6,6 +6,7 @@
 //! test per rule. Byte accounting is observed by where refusals start, to the byte.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,9 @@ impl Subject {
         }
     }
 }
+
+/// What makes a fresh, empty store for some limits.
+pub(crate) type Maker = dyn Fn(SessionLimits) -> Pin<Box<dyn Future<Output = Subject> + Send>>;
 
 /// Writes one `#[tokio::test]` per rule for the stores `$make` makes: an async function from
 /// [`SessionLimits`] to a [`Subject`].
@@ -64,23 +68,23 @@ macro_rules! store_conformance {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $rule() {
-                c::$rule(|limits| super::$make(limits)).await;
+                c::$rule(&|limits| Box::pin(super::$make(limits))).await;
             }
         )*
     };
 }
 pub(crate) use store_conformance;
 
-fn alice() -> Principal {
+pub(crate) fn alice() -> Principal {
     Principal::new("alice")
 }
 
-fn bob() -> Principal {
+pub(crate) fn bob() -> Principal {
     Principal::new("bob")
 }
 
 /// A user message of `bytes` content bytes.
-fn message(bytes: usize) -> Message {
+pub(crate) fn message(bytes: usize) -> Message {
     Message::User(UserMessage {
         id: new_session_id(),
         content: MessageContent::Text("x".repeat(bytes)),
@@ -92,7 +96,7 @@ fn message(bytes: usize) -> Message {
     })
 }
 
-fn config(face: &str) -> SessionConfig {
+pub(crate) fn config(face: &str) -> SessionConfig {
     SessionConfig {
         face: face.into(),
         agent: "a".into(),
@@ -101,7 +105,7 @@ fn config(face: &str) -> SessionConfig {
 }
 
 /// Creates a session of `owner` on `face` holding `bytes` content bytes; its id.
-async fn add(
+pub(crate) async fn add(
     s: &dyn Store,
     owner: &Principal,
     face: &str,
@@ -124,18 +128,18 @@ async fn add(
     Ok(id)
 }
 
-/// A commit of `history` that keeps `kept` stored messages.
-fn commit(session: &Session, history: Vec<Message>, kept: usize) -> TurnCommit {
+/// A commit of `history` that keeps `kept` stored messages, and the session's state.
+pub(crate) fn commit(session: &Session, history: Vec<Message>, kept: usize) -> TurnCommit {
     TurnCommit {
         config: session.config.clone(),
         history,
         kept,
-        state: None,
+        state: session.state.clone(),
         pending: Vec::new(),
     }
 }
 
-fn limits(f: impl FnOnce(&mut SessionLimits)) -> SessionLimits {
+pub(crate) fn limits(f: impl FnOnce(&mut SessionLimits)) -> SessionLimits {
     let mut l = SessionLimits::default();
     f(&mut l);
     l
@@ -161,11 +165,7 @@ async fn room(s: &dyn Store, owner: &Principal, upper: usize) -> usize {
     fits
 }
 
-pub(crate) async fn a_session_reads_back_as_it_was_written<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_session_reads_back_as_it_was_written(make: &Maker) {
     let subject = make(SessionLimits::default()).await;
     let s = &*subject.store;
     let messages: Vec<Message> = serde_json::from_value(json!([
@@ -216,11 +216,7 @@ where
     s.end_turn(&session.id, None).await.unwrap();
 }
 
-pub(crate) async fn commits_append_or_rewrite_and_read_back_exactly<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn commits_append_or_rewrite_and_read_back_exactly(make: &Maker) {
     let subject = make(SessionLimits::default()).await;
     let s = &*subject.store;
     let id = add(s, &alice(), "/", 3).await.unwrap();
@@ -273,11 +269,7 @@ where
         .is_empty());
 }
 
-pub(crate) async fn a_full_store_refuses_then_accepts_after_a_delete<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_full_store_refuses_then_accepts_after_a_delete(make: &Maker) {
     let subject = make(limits(|l| l.max_sessions = 2)).await;
     let s = &*subject.store;
     let a = add(s, &alice(), "/", 0).await.unwrap();
@@ -289,11 +281,7 @@ where
     assert_eq!(s.counts().sessions, 2);
 }
 
-pub(crate) async fn lists_page_in_id_order_per_owner_and_face<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn lists_page_in_id_order_per_owner_and_face(make: &Maker) {
     let subject = make(SessionLimits::default()).await;
     let s = &*subject.store;
     let mut ids = Vec::new();
@@ -325,11 +313,7 @@ where
     assert_eq!(page_ids(page), ids[1..]);
 }
 
-pub(crate) async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing(make: &Maker) {
     let subject = make(SessionLimits::default()).await;
     let s = &*subject.store;
     let id = add(s, &alice(), "/", 2).await.unwrap();
@@ -361,11 +345,7 @@ where
     s.end_turn(&id, None).await.unwrap();
 }
 
-pub(crate) async fn idle_sessions_expire_and_give_their_place_back<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn idle_sessions_expire_and_give_their_place_back(make: &Maker) {
     let subject = make(limits(|l| {
         l.idle_timeout = Duration::from_millis(400);
         l.max_sessions_per_principal = 1;
@@ -386,11 +366,7 @@ where
     add(s, &alice(), "/", 1024).await.unwrap();
 }
 
-pub(crate) async fn another_principals_session_is_missing_to_every_operation<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn another_principals_session_is_missing_to_every_operation(make: &Maker) {
     let subject = make(SessionLimits::default()).await;
     let s = &*subject.store;
     let mine = add(s, &alice(), "/", 3).await.unwrap();
@@ -420,11 +396,7 @@ where
     assert!(s.get(&mine, &alice()).await.unwrap().is_some());
 }
 
-pub(crate) async fn the_per_principal_cap_stops_one_principal_and_not_another<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn the_per_principal_cap_stops_one_principal_and_not_another(make: &Maker) {
     let subject = make(limits(|l| {
         l.max_sessions = 10;
         l.max_sessions_per_principal = 2;
@@ -445,11 +417,7 @@ where
     assert_eq!(s.counts().sessions, 4);
 }
 
-pub(crate) async fn the_byte_budget_counts_histories_to_the_byte<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn the_byte_budget_counts_histories_to_the_byte(make: &Maker) {
     let subject = make(limits(|l| l.max_total_bytes = 100)).await;
     let s = &*subject.store;
     let a = add(s, &alice(), "/", 60).await.unwrap();
@@ -469,11 +437,7 @@ where
     assert_eq!(room(s, &alice(), 100).await, 60);
 }
 
-pub(crate) async fn a_principals_byte_share_counts_its_own_sessions_only<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_principals_byte_share_counts_its_own_sessions_only(make: &Maker) {
     let subject = make(limits(|l| {
         l.max_total_bytes = 1000;
         l.max_bytes_per_principal = 100;
@@ -502,11 +466,7 @@ where
     assert_eq!(room(s, &alice(), 100).await, 80);
 }
 
-pub(crate) async fn a_turns_input_is_charged_until_its_end<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_turns_input_is_charged_until_its_end(make: &Maker) {
     let subject = make(limits(|l| l.max_total_bytes = 100)).await;
     let s = &*subject.store;
     let id = add(s, &alice(), "/", 30).await.unwrap();
@@ -534,11 +494,7 @@ where
     assert_eq!(room(s, &bob(), 100).await, 90);
 }
 
-pub(crate) async fn a_commit_past_the_budget_is_kept_and_stops_new_work<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_commit_past_the_budget_is_kept_and_stops_new_work(make: &Maker) {
     let subject = make(limits(|l| l.max_total_bytes = 100)).await;
     let s = &*subject.store;
     let a = add(s, &alice(), "/", 50).await.unwrap();
@@ -575,11 +531,7 @@ where
     assert_eq!(room(s, &alice(), 100).await, 60);
 }
 
-pub(crate) async fn a_session_deleted_during_its_turn_stays_deleted<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn a_session_deleted_during_its_turn_stays_deleted(make: &Maker) {
     let subject = make(limits(|l| l.max_total_bytes = 100)).await;
     let s = &*subject.store;
     let id = add(s, &alice(), "/", 30).await.unwrap();
@@ -596,11 +548,7 @@ where
     assert_eq!(s.charge_input(&id, 1).await, Err(StoreError::NotFound));
 }
 
-pub(crate) async fn thread_records_are_locked_kept_and_counted<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn thread_records_are_locked_kept_and_counted(make: &Maker) {
     let subject = make(limits(|l| l.max_sessions_per_principal = 2)).await;
     let s = &*subject.store;
     let record: ThreadRecord = ThreadRecord {
@@ -642,11 +590,7 @@ where
     );
 }
 
-pub(crate) async fn expired_thread_records_give_their_share_back<F, Fut>(make: F)
-where
-    F: Fn(SessionLimits) -> Fut,
-    Fut: Future<Output = Subject>,
-{
+pub(crate) async fn expired_thread_records_give_their_share_back(make: &Maker) {
     let subject = make(limits(|l| {
         l.max_sessions_per_principal = 1;
         l.idle_timeout = Duration::from_millis(400);

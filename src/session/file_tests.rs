@@ -15,8 +15,10 @@ use serde_json::{json, Map, Value};
 use super::*;
 use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
 use crate::dialect::aap::{Pending, PendingKind};
-use crate::event::{history_bytes, Message, MessageContent, UserMessage};
-use crate::session::conformance::{store_conformance, Subject};
+use crate::event::{history_bytes, Message};
+use crate::session::conformance::{
+    add, alice, bob, commit, message as message_of, store_conformance, Subject,
+};
 use crate::session::usage::Held;
 use crate::session::{new_session_id, PendingCall};
 
@@ -58,33 +60,12 @@ async fn file_store(limits: SessionLimits) -> Subject {
 
 store_conformance!(file_store);
 
-fn alice() -> Principal {
-    Principal::new("alice")
-}
-
-fn bob() -> Principal {
-    Principal::new("bob")
-}
-
 async fn open(dir: &TempDir, limits: SessionLimits) -> FileStore {
     FileStore::open(dir.path(), limits).await.unwrap()
 }
 
 fn message(value: Value) -> Message {
     serde_json::from_value(value).unwrap()
-}
-
-/// A user message of `bytes` content bytes.
-fn sized(bytes: usize) -> Message {
-    Message::User(UserMessage {
-        id: new_session_id(),
-        content: MessageContent::Text("x".repeat(bytes)),
-        name: None,
-        encrypted_value: None,
-        metadata: None,
-        subagent_run_id: None,
-        extra: Map::new(),
-    })
 }
 
 fn text(id: &str, role: &str, content: &str) -> Message {
@@ -153,43 +134,6 @@ fn full_session(owner: Principal) -> Session {
                 },
             },
         ],
-    }
-}
-
-/// Creates a session of `owner` on `face` holding `bytes` content bytes and returns its id.
-async fn add_sized(
-    s: &FileStore,
-    owner: &Principal,
-    face: &str,
-    bytes: usize,
-) -> Result<String, StoreError> {
-    let id = new_session_id();
-    s.create(Session {
-        id: id.clone(),
-        owner: owner.clone(),
-        config: SessionConfig {
-            face: face.into(),
-            agent: "a".into(),
-            ..SessionConfig::default()
-        },
-        history: if bytes > 0 {
-            vec![sized(bytes)]
-        } else {
-            Vec::new()
-        },
-        ..Session::default()
-    })
-    .await?;
-    Ok(id)
-}
-
-fn commit(session: &Session, history: Vec<Message>, kept: usize) -> TurnCommit {
-    TurnCommit {
-        config: session.config.clone(),
-        history,
-        kept,
-        state: session.state.clone(),
-        pending: Vec::new(),
     }
 }
 
@@ -345,11 +289,11 @@ async fn sessions_records_and_quota_usage_survive_a_reopen_and_no_turn_runs_afte
     };
     let (first, second, theirs) = {
         let s = open(&dir, limits).await;
-        let first = add_sized(&s, &alice(), "/", 30).await.unwrap();
-        let second = add_sized(&s, &alice(), "/", 40).await.unwrap();
-        let theirs = add_sized(&s, &bob(), "/", 10).await.unwrap();
+        let first = add(&s, &alice(), "/", 30).await.unwrap();
+        let second = add(&s, &alice(), "/", 40).await.unwrap();
+        let theirs = add(&s, &bob(), "/", 10).await.unwrap();
         assert_eq!(
-            add_sized(&s, &alice(), "/", 1).await,
+            add(&s, &alice(), "/", 1).await,
             Err(StoreError::PrincipalFull(2))
         );
         s.begin_thread("t1", &alice()).await.unwrap();
@@ -374,7 +318,7 @@ async fn sessions_records_and_quota_usage_survive_a_reopen_and_no_turn_runs_afte
     );
     assert_eq!(bytes_in_use(&s), 80, "the interrupted turn's input is gone");
     assert_eq!(
-        add_sized(&s, &alice(), "/", 1).await,
+        add(&s, &alice(), "/", 1).await,
         Err(StoreError::PrincipalFull(2)),
         "alice is still at her cap"
     );
@@ -396,7 +340,7 @@ async fn sessions_records_and_quota_usage_survive_a_reopen_and_no_turn_runs_afte
     assert!(s.get(&theirs, &alice()).await.unwrap().is_none());
     assert!(s.get(&theirs, &bob()).await.unwrap().is_some());
     assert!(s.delete(&first, &alice()).await.unwrap());
-    add_sized(&s, &alice(), "/", 30).await.unwrap();
+    add(&s, &alice(), "/", 30).await.unwrap();
 }
 
 #[tokio::test]
@@ -410,9 +354,9 @@ async fn deletion_and_expiry_empty_the_tables() {
         },
     )
     .await;
-    let deleted = add_sized(&s, &alice(), "/", 10).await.unwrap();
-    let read = add_sized(&s, &alice(), "/", 10).await.unwrap();
-    let listed = add_sized(&s, &alice(), "/", 10).await.unwrap();
+    let deleted = add(&s, &alice(), "/", 10).await.unwrap();
+    let read = add(&s, &alice(), "/", 10).await.unwrap();
+    let listed = add(&s, &alice(), "/", 10).await.unwrap();
     let mut many = full_session(bob());
     many.history
         .extend((0..20).map(|i| text(&format!("x{i}"), "user", "x")));
@@ -452,7 +396,7 @@ async fn what_expired_while_the_gateway_was_down_is_deleted_at_open() {
     };
     {
         let s = open(&dir, limits).await;
-        add_sized(&s, &alice(), "/", 10).await.unwrap();
+        add(&s, &alice(), "/", 10).await.unwrap();
         s.begin_thread("t1", &alice()).await.unwrap();
         s.save_thread("t1", record("x")).await.unwrap();
         s.end_thread("t1").await.unwrap();
@@ -502,7 +446,7 @@ async fn rows_that_do_not_read_are_skipped_at_open_and_another_format_is_refused
     let dir = TempDir::new();
     let good = {
         let s = open(&dir, SessionLimits::default()).await;
-        add_sized(&s, &alice(), "/", 5).await.unwrap()
+        add(&s, &alice(), "/", 5).await.unwrap()
     };
     let file = dir.path().join(DATABASE_FILE);
     {
@@ -551,7 +495,7 @@ async fn rows_that_do_not_read_are_skipped_at_open_and_another_format_is_refused
 async fn a_call_its_caller_dropped_leaves_no_mark_and_finishes_its_write() {
     let dir = TempDir::new();
     let s = open(&dir, SessionLimits::default()).await;
-    let id = add_sized(&s, &alice(), "/", 10).await.unwrap();
+    let id = add(&s, &alice(), "/", 10).await.unwrap();
 
     // The blocking part waits for the index; the caller gives up meanwhile.
     let held = s.inner.index();
@@ -564,7 +508,7 @@ async fn a_call_its_caller_dropped_leaves_no_mark_and_finishes_its_write() {
 
     // A commit whose caller left is written, and the mark ended, all the same.
     let mut history = session.history.clone();
-    history.push(sized(7));
+    history.push(message_of(7));
     let held = s.inner.index();
     let dropped = tokio::time::timeout(
         Duration::from_millis(20),
@@ -600,10 +544,10 @@ async fn bytes_are_charged_as_in_the_memory_store() {
         },
     )
     .await;
-    let a = add_sized(&s, &alice(), "/", 50).await.unwrap();
-    let b = add_sized(&s, &bob(), "/", 40).await.unwrap();
+    let a = add(&s, &alice(), "/", 50).await.unwrap();
+    let b = add(&s, &bob(), "/", 40).await.unwrap();
     assert_eq!(
-        add_sized(&s, &bob(), "/", 11).await,
+        add(&s, &bob(), "/", 11).await,
         Err(StoreError::OutOfSpace {
             needed: 11,
             limit: 100
@@ -619,14 +563,14 @@ async fn bytes_are_charged_as_in_the_memory_store() {
     assert_eq!(bytes_in_use(&s), 100);
     // Written back even past the budget ...
     let mut history = session.history.clone();
-    history.extend([sized(10), sized(30)]);
+    history.extend([message_of(10), message_of(30)]);
     s.end_turn(&a, Some(commit(&session, history, 1)))
         .await
         .unwrap();
     assert_eq!(bytes_in_use(&s), 130);
     // ... and then nothing new gets in until a deletion.
     assert!(matches!(
-        add_sized(&s, &bob(), "/", 0).await,
+        add(&s, &bob(), "/", 0).await,
         Err(StoreError::OutOfSpace { .. })
     ));
     // A session deleted during its turn returns its input too, and its turn writes nothing.
@@ -635,7 +579,7 @@ async fn bytes_are_charged_as_in_the_memory_store() {
     s.charge_input(&b, 20).await.unwrap();
     assert!(s.delete(&b, &bob()).await.unwrap());
     assert_eq!(bytes_in_use(&s), 0);
-    s.end_turn(&b, Some(commit(&session, vec![sized(70)], 0)))
+    s.end_turn(&b, Some(commit(&session, vec![message_of(70)], 0)))
         .await
         .unwrap();
     assert_eq!(bytes_in_use(&s), 0);

@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Map;
-
 use super::*;
-use crate::event::{Message, MessageContent, UserMessage};
-use crate::session::conformance::{store_conformance, Subject};
-use crate::session::new_session_id;
+use crate::event::Message;
+use crate::session::conformance::{
+    add, alice, bob, commit, config, message, store_conformance, Subject,
+};
 
 async fn memory(limits: SessionLimits) -> Subject {
     Subject::alone(Arc::new(MemoryStore::new(limits)))
@@ -17,61 +16,9 @@ async fn memory(limits: SessionLimits) -> Subject {
 
 store_conformance!(memory);
 
-fn alice() -> Principal {
-    Principal::new("alice")
-}
-
-fn bob() -> Principal {
-    Principal::new("bob")
-}
-
-/// A user message of `bytes` content bytes.
-fn message(bytes: usize) -> Message {
-    Message::User(UserMessage {
-        id: new_session_id(),
-        content: MessageContent::Text("x".repeat(bytes)),
-        name: None,
-        encrypted_value: None,
-        metadata: None,
-        subagent_run_id: None,
-        extra: Map::new(),
-    })
-}
-
-/// Creates a session of `owner` on `face` holding `bytes` content bytes and returns its id.
-async fn add_sized(
-    s: &MemoryStore,
-    owner: &Principal,
-    face: &str,
-    bytes: usize,
-) -> Result<String, StoreError> {
-    let id = new_session_id();
-    s.create(Session {
-        id: id.clone(),
-        owner: owner.clone(),
-        config: config(face),
-        history: if bytes > 0 {
-            vec![message(bytes)]
-        } else {
-            Vec::new()
-        },
-        ..Session::default()
-    })
-    .await?;
-    Ok(id)
-}
-
 /// Creates an empty session of `face` for the anonymous principal and returns its id.
-async fn add(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
-    add_sized(s, &Principal::anonymous(), face, 0).await
-}
-
-fn config(face: &str) -> SessionConfig {
-    SessionConfig {
-        face: face.into(),
-        agent: "a".into(),
-        ..SessionConfig::default()
-    }
+async fn add_anonymous(s: &MemoryStore, face: &str) -> Result<String, StoreError> {
+    add(s, &Principal::anonymous(), face, 0).await
 }
 
 fn store_with(limits: SessionLimits) -> Arc<MemoryStore> {
@@ -95,13 +42,7 @@ fn budgeted(max_total_bytes: usize) -> Arc<MemoryStore> {
 }
 
 fn commit_of(session: Session, history: Vec<Message>) -> TurnCommit {
-    TurnCommit {
-        config: session.config,
-        history,
-        kept: 0,
-        state: None,
-        pending: Vec::new(),
-    }
+    commit(&session, history, 0)
 }
 
 /// The bytes in use, checked against a recount of the entries: each is charged its stored
@@ -128,8 +69,8 @@ fn bytes_in_use(s: &MemoryStore) -> usize {
 #[tokio::test]
 async fn ids_are_url_safe_and_unique() {
     let s = store(10, Duration::from_secs(60));
-    let a = add(&s, "/").await.unwrap();
-    let b = add(&s, "/").await.unwrap();
+    let a = add_anonymous(&s, "/").await.unwrap();
+    let b = add_anonymous(&s, "/").await.unwrap();
     assert_ne!(a, b);
     assert_eq!(a.len(), 5 + 32);
     assert!(a[5..]
@@ -141,12 +82,12 @@ async fn ids_are_url_safe_and_unique() {
 async fn full_store_refuses_then_accepts_after_delete() {
     let s = store(2, Duration::from_secs(60));
     let anyone = Principal::anonymous();
-    let a = add(&s, "/").await.unwrap();
-    add(&s, "/").await.unwrap();
-    assert_eq!(add(&s, "/").await, Err(StoreError::Full(2)));
+    let a = add_anonymous(&s, "/").await.unwrap();
+    add_anonymous(&s, "/").await.unwrap();
+    assert_eq!(add_anonymous(&s, "/").await, Err(StoreError::Full(2)));
     assert!(s.delete(&a, &anyone).await.unwrap());
     assert!(!s.delete(&a, &anyone).await.unwrap());
-    assert!(add(&s, "/").await.is_ok());
+    assert!(add_anonymous(&s, "/").await.is_ok());
 }
 
 #[tokio::test]
@@ -155,9 +96,9 @@ async fn list_pages_in_id_order_per_face() {
     let anyone = Principal::anonymous();
     let mut ids = Vec::new();
     for _ in 0..5 {
-        ids.push(add(&s, "/a").await.unwrap());
+        ids.push(add_anonymous(&s, "/a").await.unwrap());
     }
-    add(&s, "/b").await.unwrap();
+    add_anonymous(&s, "/b").await.unwrap();
     ids.sort();
     let (page, more) = s.list("/a", &anyone, None, 2).await.unwrap();
     assert!(more);
@@ -177,7 +118,7 @@ async fn list_pages_in_id_order_per_face() {
 async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
     let s = store(10, Duration::from_secs(60));
     let anyone = Principal::anonymous();
-    let id = add(&s, "/").await.unwrap();
+    let id = add_anonymous(&s, "/").await.unwrap();
     s.begin_turn(&id, &anyone).await.unwrap();
     assert_eq!(
         s.begin_turn(&id, &anyone).await.err(),
@@ -208,7 +149,7 @@ async fn one_turn_at_a_time_and_an_uncommitted_end_changes_nothing() {
 async fn idle_sessions_expire() {
     let s = store(10, Duration::from_millis(1));
     let anyone = Principal::anonymous();
-    let id = add(&s, "/").await.unwrap();
+    let id = add_anonymous(&s, "/").await.unwrap();
     std::thread::sleep(Duration::from_millis(5));
     assert!(s.get(&id, &anyone).await.unwrap().is_none());
     assert_eq!(
@@ -220,8 +161,8 @@ async fn idle_sessions_expire() {
 #[tokio::test]
 async fn another_principals_session_is_missing_to_every_operation() {
     let s = store(10, Duration::from_secs(60));
-    let mine = add_sized(&s, &alice(), "/", 3).await.unwrap();
-    let theirs = add_sized(&s, &bob(), "/", 4).await.unwrap();
+    let mine = add(&*s, &alice(), "/", 3).await.unwrap();
+    let theirs = add(&*s, &bob(), "/", 4).await.unwrap();
     let (listed, more) = s.list("/", &alice(), None, 10).await.unwrap();
     assert_eq!((listed.len(), more), (1, false));
     assert_eq!(listed[0].id, mine);
@@ -255,28 +196,28 @@ async fn the_per_principal_cap_stops_one_principal_and_not_another() {
         max_sessions_per_principal: 2,
         ..SessionLimits::default()
     });
-    let first = add_sized(&s, &alice(), "/", 1).await.unwrap();
-    add_sized(&s, &alice(), "/", 1).await.unwrap();
+    let first = add(&*s, &alice(), "/", 1).await.unwrap();
+    add(&*s, &alice(), "/", 1).await.unwrap();
     assert_eq!(
-        add_sized(&s, &alice(), "/", 1).await,
+        add(&*s, &alice(), "/", 1).await,
         Err(StoreError::PrincipalFull(2))
     );
     // Nothing was stored by the refusal.
     assert_eq!(s.list("/", &alice(), None, 10).await.unwrap().0.len(), 2);
     assert_eq!(bytes_in_use(&s), 2);
-    add_sized(&s, &bob(), "/", 1).await.unwrap();
-    add_sized(&s, &bob(), "/", 1).await.unwrap();
+    add(&*s, &bob(), "/", 1).await.unwrap();
+    add(&*s, &bob(), "/", 1).await.unwrap();
     assert!(s.delete(&first, &alice()).await.unwrap());
-    add_sized(&s, &alice(), "/", 1).await.unwrap();
+    add(&*s, &alice(), "/", 1).await.unwrap();
     assert_eq!(bytes_in_use(&s), 4);
 }
 
 #[tokio::test]
 async fn a_creation_past_the_byte_budget_is_refused_and_stores_nothing() {
     let s = budgeted(100);
-    let a = add_sized(&s, &alice(), "/", 60).await.unwrap();
+    let a = add(&*s, &alice(), "/", 60).await.unwrap();
     assert_eq!(
-        add_sized(&s, &bob(), "/", 41).await,
+        add(&*s, &bob(), "/", 41).await,
         Err(StoreError::OutOfSpace {
             needed: 41,
             limit: 100
@@ -285,11 +226,11 @@ async fn a_creation_past_the_byte_budget_is_refused_and_stores_nothing() {
     assert!(s.list("/", &bob(), None, 10).await.unwrap().0.is_empty());
     assert_eq!(bytes_in_use(&s), 60);
     // Exactly at the budget is still within it.
-    add_sized(&s, &bob(), "/", 40).await.unwrap();
+    add(&*s, &bob(), "/", 40).await.unwrap();
     assert_eq!(bytes_in_use(&s), 100);
     assert!(s.delete(&a, &alice()).await.unwrap());
     assert_eq!(bytes_in_use(&s), 40);
-    add_sized(&s, &bob(), "/", 41).await.unwrap();
+    add(&*s, &bob(), "/", 41).await.unwrap();
     assert_eq!(bytes_in_use(&s), 81);
 }
 
@@ -300,9 +241,9 @@ async fn a_principal_at_its_byte_share_is_refused_while_another_still_stores() {
         max_bytes_per_principal: 100,
         ..SessionLimits::default()
     });
-    let a = add_sized(&s, &alice(), "/", 70).await.unwrap();
+    let a = add(&*s, &alice(), "/", 70).await.unwrap();
     assert_eq!(
-        add_sized(&s, &alice(), "/", 31).await,
+        add(&*s, &alice(), "/", 31).await,
         Err(StoreError::PrincipalOutOfSpace {
             needed: 31,
             limit: 100
@@ -315,19 +256,19 @@ async fn a_principal_at_its_byte_share_is_refused_while_another_still_stores() {
     ));
     s.charge_input(&a, 30).await.unwrap();
     // Bob's share is his own.
-    add_sized(&s, &bob(), "/", 100).await.unwrap();
+    add(&*s, &bob(), "/", 100).await.unwrap();
     assert_eq!(bytes_in_use(&s), 200);
     s.end_turn(&a, Some(commit_of(session, vec![message(20)])))
         .await
         .unwrap();
-    add_sized(&s, &alice(), "/", 80).await.unwrap();
+    add(&*s, &alice(), "/", 80).await.unwrap();
     assert_eq!(bytes_in_use(&s), 200);
 }
 
 #[tokio::test]
 async fn a_turns_input_is_charged_until_its_end_then_its_history_is() {
     let s = budgeted(100);
-    let id = add_sized(&s, &alice(), "/", 30).await.unwrap();
+    let id = add(&*s, &alice(), "/", 30).await.unwrap();
     let session = s.begin_turn(&id, &alice()).await.unwrap();
     s.charge_input(&id, 20).await.unwrap();
     assert_eq!(bytes_in_use(&s), 50);
@@ -360,8 +301,8 @@ async fn a_turns_input_is_charged_until_its_end_then_its_history_is() {
 #[tokio::test]
 async fn an_input_past_the_budget_is_refused_and_a_commit_past_it_stops_new_work() {
     let s = budgeted(100);
-    let a = add_sized(&s, &alice(), "/", 50).await.unwrap();
-    let b = add_sized(&s, &bob(), "/", 40).await.unwrap();
+    let a = add(&*s, &alice(), "/", 50).await.unwrap();
+    let b = add(&*s, &bob(), "/", 40).await.unwrap();
     let session = s.begin_turn(&a, &alice()).await.unwrap();
     assert_eq!(
         s.charge_input(&a, 11).await,
@@ -381,7 +322,7 @@ async fn an_input_past_the_budget_is_refused_and_a_commit_past_it_stops_new_work
     assert_eq!(bytes_in_use(&s), 130);
     // ... and while it is passed, nothing new gets in: no session, however small, no input.
     assert!(matches!(
-        add_sized(&s, &bob(), "/", 0).await,
+        add(&*s, &bob(), "/", 0).await,
         Err(StoreError::OutOfSpace { .. })
     ));
     s.begin_turn(&b, &bob()).await.unwrap();
@@ -393,13 +334,13 @@ async fn an_input_past_the_budget_is_refused_and_a_commit_past_it_stops_new_work
     // Deleting brings it back under.
     assert!(s.delete(&a, &alice()).await.unwrap());
     assert_eq!(bytes_in_use(&s), 40);
-    add_sized(&s, &alice(), "/", 60).await.unwrap();
+    add(&*s, &alice(), "/", 60).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_session_deleted_during_its_turn_returns_its_input_too() {
     let s = budgeted(100);
-    let id = add_sized(&s, &alice(), "/", 30).await.unwrap();
+    let id = add(&*s, &alice(), "/", 30).await.unwrap();
     let session = s.begin_turn(&id, &alice()).await.unwrap();
     s.charge_input(&id, 20).await.unwrap();
     assert!(s.delete(&id, &alice()).await.unwrap());
@@ -424,16 +365,16 @@ async fn expiry_returns_the_charge_whoever_finds_the_session_idle() {
         idle_timeout: Duration::from_millis(20),
         ..SessionLimits::default()
     });
-    let lazy = add_sized(&s, &alice(), "/", 40).await.unwrap();
-    add_sized(&s, &alice(), "/", 50).await.unwrap();
+    let lazy = add(&*s, &alice(), "/", 40).await.unwrap();
+    add(&*s, &alice(), "/", 50).await.unwrap();
     assert_eq!(bytes_in_use(&s), 90);
     std::thread::sleep(Duration::from_millis(40));
     // Found idle by a read ...
     assert!(s.get(&lazy, &alice()).await.unwrap().is_none());
     assert_eq!(bytes_in_use(&s), 50);
     // ... or swept by a creation the quota or the budget would refuse.
-    add_sized(&s, &alice(), "/", 60).await.unwrap();
-    add_sized(&s, &alice(), "/", 40).await.unwrap();
+    add(&*s, &alice(), "/", 60).await.unwrap();
+    add(&*s, &alice(), "/", 40).await.unwrap();
     assert_eq!(bytes_in_use(&s), 100);
 }
 

@@ -31,15 +31,6 @@ fn terminal(events: &[Value]) -> &Value {
     events.last().expect("events")
 }
 
-/// The messages of every turn the agent received, in order.
-fn turn_messages(agent: &AapAgent) -> Vec<Value> {
-    agent
-        .all_turns()
-        .iter()
-        .map(|t| t.body_json()["messages"].clone())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_in_each_stream_mode_sends_every_message_once() {
     for mode in ["delta", "message", "none"] {
@@ -57,7 +48,7 @@ async fn a_conversation_in_each_stream_mode_sends_every_message_once() {
         // One session; each turn carries only the new user message, in the mode asked.
         assert_eq!(agent.sessions_created().len(), 1, "{mode}");
         assert_eq!(
-            turn_messages(&agent),
+            agent.turn_messages(),
             [
                 json!([{"role": "user", "content": "hello"}]),
                 json!([{"role": "user", "content": "again"}])
@@ -92,7 +83,7 @@ async fn a_client_tool_round_trip_then_a_trusted_server_tool() {
     thread.tool_result(&call_id, "sunny");
     thread.run(&gw, json!({})).await;
     assert_eq!(thread.last_assistant_text(), "Weather: sunny");
-    let turns = turn_messages(&agent);
+    let turns = agent.turn_messages();
     assert_eq!(
         turns[1],
         json!([{"role": "tool", "toolCallId": call_id, "content": "sunny"}])
@@ -154,7 +145,7 @@ async fn permissions_through_the_confirm_tool_and_interrupts() {
     thread.run(&gw, json!({})).await;
     assert_eq!(thread.last_assistant_text(), "Fetched.");
     assert_eq!(
-        turn_messages(&agent).last().unwrap(),
+        agent.turn_messages().last().unwrap(),
         &json!([{"role": "tool_permission", "toolCallId": call, "granted": true}])
     );
     // The confirm tool never reached the agent.
@@ -175,7 +166,7 @@ async fn permissions_through_the_confirm_tool_and_interrupts() {
     thread.run(&gw, resume).await;
     assert_eq!(thread.last_assistant_text(), "Understood: not now");
     assert_eq!(
-        turn_messages(&agent).last().unwrap(),
+        agent.turn_messages().last().unwrap(),
         &json!([{"role": "tool_permission", "toolCallId": call, "granted": false, "reason": "not now"}])
     );
     agent.assert_no_violations();
@@ -222,7 +213,7 @@ async fn answers_of_one_stop_come_together_and_before_the_next_question() {
     thread.tool_result("confirm:perm:call_f", "true");
     thread.user("and now?");
     thread.run(&gw, json!({})).await;
-    let turns = turn_messages(&agent);
+    let turns = agent.turn_messages();
     assert_eq!(turns.len(), 3);
     assert_eq!(
         turns[1],
@@ -350,7 +341,7 @@ async fn a_hai_client_that_cannot_confirm_gets_a_denial_in_the_same_run() {
         text.contains("Understood: the user could not be asked for permission"),
         "{events:#?}"
     );
-    let turns = turn_messages(&agent);
+    let turns = agent.turn_messages();
     assert_eq!(turns.len(), 2);
     assert_eq!(turns[1][0]["role"], "tool_permission");
     assert_eq!(turns[1][0]["granted"], false);

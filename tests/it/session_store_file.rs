@@ -192,11 +192,7 @@ path = "{}"
     assert_eq!(thread.last_assistant_text(), "You said: again");
     // The record survived: the same agent session, sent only what it had not seen.
     assert_eq!(agent.sessions_created().len(), 1);
-    let sent: Vec<Value> = agent
-        .all_turns()
-        .iter()
-        .map(|t| t.body_json()["messages"].clone())
-        .collect();
+    let sent = agent.turn_messages();
     assert_eq!(
         sent,
         [

@@ -101,18 +101,36 @@ async fn turn_once_free(aap: &AapClient, session: &str, text: &str) -> Reply {
     }
 }
 
+/// Two AAP faces on one Redis, in front of one agent.
+struct Replicas {
+    redis: RedisServer,
+    upstream: ScriptedUpstream,
+    gateways: [Gateway; 2],
+}
+
+impl Replicas {
+    async fn start() -> Replicas {
+        let redis = RedisServer::start().await;
+        let upstream = agent().await;
+        let url = upstream.url("/agent");
+        let gateways = [aap_face(&url, &redis), aap_face(&url, &redis)];
+        Replicas {
+            redis,
+            upstream,
+            gateways,
+        }
+    }
+
+    /// An AAP client of replica `i`.
+    fn client(&self, i: usize) -> AapClient {
+        AapClient::new(self.gateways[i].addr(), "/v1", None)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_serve_alternate_turns_and_agree_on_the_history() {
-    let redis = RedisServer::start().await;
-    let upstream = agent().await;
-    let (one, two) = (
-        aap_face(&upstream.url("/agent"), &redis),
-        aap_face(&upstream.url("/agent"), &redis),
-    );
-    let (a, b) = (
-        AapClient::new(one.addr(), "/v1", None),
-        AapClient::new(two.addr(), "/v1", None),
-    );
+    let r = Replicas::start().await;
+    let (a, b) = (r.client(0), r.client(1));
     let session = a.new_session(json!({"agent": {"name": "support"}})).await;
     // Created on one, seen by both, listed by both.
     b.get_session(&session).await.expect(200);
@@ -136,7 +154,7 @@ async fn two_replicas_serve_alternate_turns_and_agree_on_the_history() {
     assert_eq!(history_a, history_b);
     assert_eq!(users(&history_a), ["one", "two", "three"]);
     // The agent was given the whole conversation each time, whichever replica ran the turn.
-    let last = upstream.requests().last().expect("turns").json();
+    let last = r.upstream.requests().last().expect("turns").json();
     let texts: Vec<String> = support::aap::agui_texts(&last["messages"])
         .into_iter()
         .map(|(_, t)| t)
@@ -146,23 +164,15 @@ async fn two_replicas_serve_alternate_turns_and_agree_on_the_history() {
     a.delete_session(&session).await.expect(204);
     b.get_session(&session).await.expect(404);
     assert!(
-        redis.keys("dp-test:s*").await.is_empty(),
+        r.redis.keys("dp-test:s*").await.is_empty(),
         "a deleted session leaves no keys"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_turns_on_both_replicas_give_one_200_and_one_409() {
-    let redis = RedisServer::start().await;
-    let upstream = agent().await;
-    let (one, two) = (
-        aap_face(&upstream.url("/agent"), &redis),
-        aap_face(&upstream.url("/agent"), &redis),
-    );
-    let (a, b) = (
-        AapClient::new(one.addr(), "/v1", None),
-        AapClient::new(two.addr(), "/v1", None),
-    );
+    let r = Replicas::start().await;
+    let (a, b) = (r.client(0), r.client(1));
     let session = a.new_session(json!({"agent": {"name": "support"}})).await;
     let (first, second) = tokio::join!(
         a.turn(&session, user_turn("none", "slow a")),
@@ -251,11 +261,7 @@ lock_ttl = "2s"
     assert_eq!(thread.last_assistant_text(), "You said: and back");
     // One AAP session for the thread; each turn carried only what the agent had not seen.
     assert_eq!(agent.sessions_created().len(), 1);
-    let turns: Vec<Value> = agent
-        .all_turns()
-        .iter()
-        .map(|t| t.body_json()["messages"].clone())
-        .collect();
+    let turns = agent.turn_messages();
     assert_eq!(
         turns,
         [

@@ -499,6 +499,14 @@ impl AapAgent {
         self.state().created.clone()
     }
 
+    /// The `messages` of every turn the agent received, in order.
+    pub fn turn_messages(&self) -> Vec<Value> {
+        self.all_turns()
+            .iter()
+            .map(|t| t.body_json()["messages"].clone())
+            .collect()
+    }
+
     /// Every turn request (any session, any status), in order.
     pub fn all_turns(&self) -> Vec<AapRequest> {
         self.requests()
