@@ -254,6 +254,13 @@ def report(stores, figures, hop, means, args):
     lines.append(
         f"| nginx hop to the agent (same run) | | | | {ms(percentile(hop, 50))} / {ms(percentile(hop, 99))} |"
     )
+    lines += [
+        "",
+        "The `file` store fsyncs every write before it returns (redb, immediate durability); "
+        "each `redis` operation is one or two scripts on a Redis on the same host (the "
+        "session's slot, then the ledger's). A turn reads the session's configuration, takes "
+        "the turn (lock and read), charges its input and writes the turn back: four operations.",
+    ]
     ops = sorted({op for s in stores for op in means[s]})
     lines += [
         "",
