@@ -32,6 +32,7 @@ fn settings(url: String) -> RedisSettings {
         password_env: None,
         key_prefix: DEFAULT_KEY_PREFIX.into(),
         lock_ttl: LOCK_TTL,
+        cluster: false,
     }
 }
 
