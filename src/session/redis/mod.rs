@@ -71,11 +71,13 @@
 //! the connection is known down, else within `store_timeout` (the client's connection and
 //! response timeouts are a tenth under it, a cluster client's bounding a command with all its
 //! redirects and retries too, so a Redis that stops answering is noticed and the requests
-//! after fail at once; [`super::Timed`] enforces the bound). On a cluster, the probe pings
-//! every master, so one master away makes the whole store unavailable, as the cluster itself
-//! does once it sees the master failed (unless a replica takes over). A
-//! watcher probes with exponential backoff (to [`BACKOFF_MAX`]) and logs the loss and the
-//! return of the connection; the gateway starts even when Redis is not reachable yet. Streams
+//! after fail at once; [`super::Timed`] enforces the bound). A watcher probes with exponential
+//! backoff (to [`BACKOFF_MAX`]) and logs the loss and the return of the connection; the
+//! gateway starts even when Redis is not reachable yet. On a cluster, the probe pings every
+//! master the client holds a connection to, then runs on the ledger's; one master away fails
+//! the operations on its slots (each within the bound, and each marks the link down until the
+//! next probe answers, so the other masters' sessions see 503s too, now and then), until it
+//! returns, a replica takes its place, or the cluster declares itself down. Streams
 //! already running go on (they do not use the store until their end; a commit that cannot be
 //! written is logged and counted by the committer, and the turn's lock expires).
 //!
