@@ -16,6 +16,7 @@
 //! | `password_env` | | `redis`: the environment variable holding the password, when the URL has none |
 //! | `key_prefix` | `"dialect-proxy:"` | `redis`: put before every key |
 //! | `lock_ttl` | `"15s"` | `redis`: how long a turn's lock outlives a replica that died (renewed while the turn runs) |
+//! | `cluster` | `false` | `redis`: `url` is one node of a Redis Cluster, which the client discovers the rest of (database 0 only) |
 //! | `store_timeout` | `"5s"` | how long one store operation may take before the request is a 503 `STORE_UNAVAILABLE` |
 
 use serde::Deserialize;
@@ -43,6 +44,7 @@ pub(super) struct RawSessions {
     password_env: Option<Spanned<String>>,
     key_prefix: Option<Spanned<String>>,
     lock_ttl: Option<Spanned<String>>,
+    cluster: Option<Spanned<bool>>,
     store_timeout: Option<Spanned<String>>,
 }
 
@@ -96,6 +98,7 @@ pub(super) fn store(p: &mut Problems, raw: &RawSessions) -> StoreSettings {
             "sessions.lock_ttl",
             raw.lock_ttl.as_ref().map(Spanned::span),
         ),
+        ("sessions.cluster", raw.cluster.as_ref().map(Spanned::span)),
     ];
     match kind {
         "memory" => {
@@ -172,6 +175,7 @@ pub(super) fn store(p: &mut Problems, raw: &RawSessions) -> StoreSettings {
                 key_prefix,
                 lock_ttl: duration(p, "sessions.lock_ttl", &raw.lock_ttl)
                     .unwrap_or(DEFAULT_LOCK_TTL),
+                cluster: raw.cluster.as_ref().is_some_and(|c| *c.get_ref()),
             });
         }
         other => {

@@ -1438,8 +1438,21 @@ fn the_session_store_is_chosen_with_its_own_keys_and_others_are_refused() {
             password_env: Some("RP".into()),
             key_prefix: "dp:".into(),
             lock_ttl: Duration::from_secs(3),
+            cluster: false,
         })
     );
+
+    let config = file(&format!(
+        "{route}[sessions]\nstore = \"redis\"\nurl = \"redis://node-1:7000\"\ncluster = true\n"
+    ))
+    .unwrap();
+    match config.store.backend {
+        Backend::Redis(redis) => {
+            assert!(redis.cluster);
+            assert_eq!(redis.url, "redis://node-1:7000");
+        }
+        other => panic!("{other:?}"),
+    }
 
     for (text, needle) in [
         ("store = \"disk\"\n", "sessions.store"),
@@ -1465,6 +1478,15 @@ fn the_session_store_is_chosen_with_its_own_keys_and_others_are_refused() {
         (
             "store = \"redis\"\nurl = \"redis://r\"\nlock_ttl = \"0s\"\n",
             "sessions.lock_ttl",
+        ),
+        ("cluster = true\n", "sessions.cluster"),
+        (
+            "store = \"file\"\npath = \"d\"\ncluster = false\n",
+            "sessions.cluster",
+        ),
+        (
+            "store = \"redis\"\nurl = \"redis://r\"\ncluster = \"yes\"\n",
+            "cluster",
         ),
     ] {
         let err = file(&format!("{route}[sessions]\n{text}"))

@@ -74,6 +74,9 @@ pub struct RedisSettings {
     /// How long a turn's or a thread's lock lives unless renewed; the lock is renewed while the
     /// run goes on, so this is how long a crashed replica keeps a session busy.
     pub lock_ttl: Duration,
+    /// Whether `url` is one node of a Redis Cluster (the client finds the others and follows
+    /// the cluster's redirects), rather than a single server.
+    pub cluster: bool,
 }
 
 impl std::fmt::Debug for RedisSettings {
@@ -83,6 +86,7 @@ impl std::fmt::Debug for RedisSettings {
             .field("password_env", &self.password_env)
             .field("key_prefix", &self.key_prefix)
             .field("lock_ttl", &self.lock_ttl)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }

@@ -139,7 +139,7 @@ impl Inner {
     pub(super) async fn refresh(&self) -> Result<(), ::redis::RedisError> {
         let mut invocation = self.scripts.purge.prepare_invoke();
         invocation.key(self.keys.ledger()).arg(PURGE_BATCH);
-        let mut conn = self.link.manager();
+        let mut conn = self.link.current();
         let probe = async {
             ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
             invocation.invoke_async::<Value>(&mut conn).await

@@ -1,7 +1,8 @@
-//! `GET /sessions`: the ledger's page of ids after the cursor, then the sessions read in one
-//! pipeline (each command on its session's slot). An id whose keys are gone (deleted or
-//! expired before the ledger heard of it) is left out and forgotten, and the page is read on
-//! from there, so a page is short only when the list ends.
+//! `GET /sessions`: the ledger's page of ids after the cursor, then the sessions read all at
+//! once, each in a pipeline of its own (a pipeline stays on one slot: a cluster refuses one
+//! that spans slots). An id whose keys are gone (deleted or expired before the ledger heard of
+//! it) is left out and forgotten, and the page is read on from there, so a page is short only
+//! when the list ends.
 
 use ::redis::Value;
 
@@ -58,28 +59,8 @@ impl Inner {
             return Ok((Vec::new(), Vec::new()));
         }
         let what = "a page of sessions";
-        let mut pipe = ::redis::pipe();
-        for id in ids {
-            let [meta, history, _] = self.keys.session(id);
-            pipe.cmd("HMGET")
-                .arg(meta)
-                .arg(&["owner", "config", "state", "pending"]);
-            pipe.cmd("LRANGE").arg(history).arg(0).arg(-1);
-        }
-        let mut conn = self.link.conn()?;
-        let replies: Vec<Value> = pipe
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| self.link.failed(e))?;
-        if replies.len() != ids.len() * 2 {
-            return Err(unexpected(what));
-        }
         let (mut sessions, mut gone) = (Vec::new(), Vec::new());
-        let mut replies = replies.into_iter();
-        for id in ids {
-            let (Some(fields), Some(history)) = (replies.next(), replies.next()) else {
-                return Err(unexpected(what));
-            };
+        for (id, (fields, history)) in ids.iter().zip(self.read_each(ids).await?) {
             let mut fields = array(fields, what)?;
             if fields.is_empty() {
                 return Err(unexpected(what));
@@ -102,5 +83,39 @@ impl Inner {
             }
         }
         Ok((sessions, gone))
+    }
+
+    /// The meta fields and the history of each of `ids`, in order. The reads run at once (a
+    /// multiplexed connection, or one per node, carries them together).
+    async fn read_each(&self, ids: &[String]) -> Result<Vec<(Value, Value)>, StoreError> {
+        let what = "a page of sessions";
+        let conn = self.link.conn()?;
+        let mut reads = tokio::task::JoinSet::new();
+        for (at, id) in ids.iter().enumerate() {
+            let [meta, history, _] = self.keys.session(id);
+            let mut pipe = ::redis::pipe();
+            pipe.cmd("HMGET")
+                .arg(meta)
+                .arg(&["owner", "config", "state", "pending"]);
+            pipe.cmd("LRANGE").arg(history).arg(0).arg(-1);
+            let mut conn = conn.clone();
+            reads.spawn(async move { (at, pipe.query_async::<Vec<Value>>(&mut conn).await) });
+        }
+        let mut read: Vec<Option<(Value, Value)>> = vec![None; ids.len()];
+        while let Some(done) = reads.join_next().await {
+            let (at, replies) = done.map_err(|_| unexpected(what))?;
+            let mut replies = replies.map_err(|e| self.link.failed(e))?.into_iter();
+            let (Some(fields), Some(history), None) =
+                (replies.next(), replies.next(), replies.next())
+            else {
+                return Err(unexpected(what));
+            };
+            if let Some(slot) = read.get_mut(at) {
+                *slot = Some((fields, history));
+            }
+        }
+        read.into_iter()
+            .map(|pair| pair.ok_or_else(|| unexpected(what)))
+            .collect()
     }
 }

@@ -1,12 +1,13 @@
 //! The store shared by replicas: sessions, histories, turn locks and thread records in Redis
-//! (7.0 or later), reached through `redis`'s [`ConnectionManager`](::redis::aio::ConnectionManager)
-//! ([`link`]).
+//! (7.0 or later), one server or a Redis Cluster (`cluster = true`), reached through `redis`'s
+//! connection manager or cluster connection ([`link`]).
 //!
 //! # Keys ([`keys`])
 //!
 //! Under `key_prefix`, every key of one session or thread shares one hash tag, so every script
 //! touches one Redis Cluster slot:
-//! - `s:{<id>}`: a hash of the session's `owner`, `config`, `state` and `pending` (JSON);
+//! - `s:{<id>}`: a hash of the session's `owner`, `config`, `state` and `pending` (JSON), and
+//!   `ended`, the token of its last turn (a turn's end sent twice knows itself, [`scripts`]);
 //! - `s:{<id>}:h`: its history, a list of messages (JSON). A commit trims the list to the
 //!   messages it kept ([`TurnCommit::kept`](super::TurnCommit::kept)) and appends the rest: a
 //!   turn writes its new messages, not the whole history;
@@ -14,8 +15,10 @@
 //! - `t:{<sha256 of the thread key>}` (the record, JSON, and its owner) and `…:lock`;
 //! - `{ledger}:…`: the quotas' and the listing's bookkeeping ([`ledger`]), one slot.
 //!
-//! The connection is to one endpoint; the layout is ready for a cluster (no script crosses a
-//! slot), but the client is not a cluster client. Redis must be 7.0 or later (`PEXPIRE … GT`,
+//! No script crosses a slot, so on a cluster each runs on the master of its first key's slot,
+//! which the cluster client picks and corrects by following `MOVED`/`ASK` redirects; the
+//! sessions spread over the masters, and the ledger lives on one. `url` then names one node,
+//! from which the client learns the others. Redis must be 7.0 or later (`PEXPIRE … GT`,
 //! `ZRANGE … BYSCORE|BYLEX`, scripts replicated by effects), and should not evict keys
 //! (`maxmemory-policy noeviction`): an evicted session is a lost one, and an evicted ledger
 //! key forgets charges.
@@ -65,11 +68,16 @@
 //! # Redis away
 //!
 //! Operations fail with [`StoreError::Unavailable`] (503 `STORE_UNAVAILABLE`): at once while
-//! the connection is known down, else within `store_timeout` (the connection manager's
-//! connection and response timeouts are a tenth under it, so a Redis that stops answering is
-//! noticed and the requests after fail at once; [`super::Timed`] enforces the bound). A
-//! watcher probes with exponential backoff (to [`BACKOFF_MAX`]) and logs the loss and the
-//! return of the connection; the gateway starts even when Redis is not reachable yet. Streams
+//! the connection is known down, else within `store_timeout` (the client's connection and
+//! response timeouts are a tenth under it, a cluster client's bounding a command with all its
+//! redirects and retries too, so a Redis that stops answering is noticed and the requests
+//! after fail at once; [`super::Timed`] enforces the bound). A watcher probes with exponential
+//! backoff (to [`BACKOFF_MAX`]) and logs the loss and the return of the connection; the
+//! gateway starts even when Redis is not reachable yet. On a cluster, the probe pings every
+//! master the client holds a connection to, then runs on the ledger's; one master away fails
+//! the operations on its slots (each within the bound, and each marks the link down until the
+//! next probe answers, so the other masters' sessions see 503s too, now and then), until it
+//! returns, a replica takes its place, or the cluster declares itself down. Streams
 //! already running go on (they do not use the store until their end; a commit that cannot be
 //! written is logged and counted by the committer, and the turn's lock expires).
 //!
@@ -92,7 +100,7 @@ mod threads;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use ::redis::{Client, ConnectionAddr, IntoConnectionInfo, ScriptInvocation, Value};
+use ::redis::{ConnectionAddr, IntoConnectionInfo, ScriptInvocation, Value};
 use async_trait::async_trait;
 use dashmap::DashMap;
 use tokio::task::AbortHandle;
@@ -188,7 +196,7 @@ impl Inner {
             Ok(()) => None,
             Err(error) if link::connection_lost(&error) => {
                 self.link.down(&error.to_string());
-                if link::needs_new_manager(&error) {
+                if link::needs_new_connection(&error) {
                     self.link.replace();
                 }
                 Some(error)
@@ -205,8 +213,10 @@ impl Inner {
 
 impl RedisStore {
     /// Connects to the Redis `settings` name. Refused only for settings that cannot work (a
-    /// URL that does not parse, a `password_env` that is not set, credentials Redis refuses);
-    /// a Redis that does not answer yet is connected to in the background.
+    /// URL that does not parse, a `password_env` that is not set, credentials Redis refuses, a
+    /// server that is a Cluster node when `cluster` is off or the reverse, a database other
+    /// than 0 in a cluster); a Redis that does not answer yet is connected to in the
+    /// background.
     pub async fn connect(
         settings: &RedisSettings,
         limits: SessionLimits,
@@ -235,14 +245,20 @@ impl RedisStore {
                 info = info.set_redis_settings(redis);
             }
         }
+        if settings.cluster && info.redis_settings().db() != 0 {
+            return Err(OpenError::Redis(format!(
+                "url {target} selects database {}, but a Redis Cluster has database 0 only: \
+                 drop the /{} from the url",
+                info.redis_settings().db(),
+                info.redis_settings().db()
+            )));
+        }
         if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
             // rustls's process default is the gateway's provider (ring), which the client's
             // TLS configuration is built with.
             crate::tls::provider();
         }
-        let client = Client::open(info)
-            .map_err(|e| OpenError::Redis(format!("url {target} cannot be used: {e}")))?;
-        let link = Link::new(client, timeout, target.clone())
+        let link = Link::new(info.clone(), settings.cluster, timeout, target.clone())
             .map_err(|e| OpenError::Redis(format!("url {target} cannot be used: {e}")))?;
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
@@ -255,7 +271,25 @@ impl RedisStore {
             turns: DashMap::new(),
             runs: DashMap::new(),
         });
-        if let Some(error) = inner.check().await {
+        // The server is asked what it is on a connection of its own, so that the answer is its
+        // and not a cluster client's, which hides a seed's refusal behind its own retries.
+        let failure = match link::cluster_enabled(info, inner.link.timeout).await {
+            Ok(Some(cluster)) if cluster != settings.cluster => {
+                return Err(OpenError::Redis(if cluster {
+                    format!(
+                        "{target} is a Redis Cluster node: set cluster = true, or the keys on \
+                         its other nodes are out of reach"
+                    )
+                } else {
+                    format!("{target} is not a Redis Cluster node: remove cluster = true")
+                }));
+            }
+            Ok(_) => inner.check().await,
+            // Not reachable: probing again at once would only double the wait; the watcher
+            // probes from here on.
+            Err(error) => Some(error),
+        };
+        if let Some(error) = failure {
             if link::refused_credentials(&error) {
                 return Err(OpenError::Redis(format!(
                     "{target} refused the credentials: {error}"

@@ -4,6 +4,16 @@
 //!
 //! Times inside the ledger come from Redis (`TIME`), so replicas with skewed clocks agree on
 //! what expired. Scripts are replicated by their effects (Redis 7), which allows that.
+//!
+//! A script may run twice: the cluster client sends a command again when its connection
+//! dropped before the answer, though Redis may have run it. So the scripts that take or release
+//! a lock recognise a second run of themselves: taking a lock that already holds the same
+//! token, or ending a turn whose token the session records as the last one ended (`ended`),
+//! answers as the first run did instead of `busy` or `lost`. Any other script run twice is
+//! harmless (reads and renewals repeat; the ledger's scripts set again what they set, but for
+//! a turn's input charge, counted twice until the turn ends) or fails without losing a write:
+//! a creation finds its id taken, a deletion finds nothing (the ledger then keeps the charge
+//! until the entry expires), a thread run's end finds its lock gone.
 
 use ::redis::Script;
 
@@ -50,11 +60,16 @@ return 1
 ";
 
 /// KEYS: meta, history, lock. ARGV: owner, token, lock ttl, running ttl.
-/// {'missing'} | {'busy'} | {'ok', config, state, pending, history}.
+/// {'missing'} | {'busy'} | {'ok', config, state, pending, history}. A lock that already holds
+/// the token is this very call's, sent again (see the module docs).
 const BEGIN_TURN: &str = r"
 local f = redis.call('HMGET', KEYS[1], 'owner', 'config', 'state', 'pending')
 if f[1] ~= ARGV[1] then return {'missing'} end
-if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then return {'busy'} end
+if redis.call('GET', KEYS[3]) == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+elseif not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {'busy'}
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[4], 'GT')
 redis.call('PEXPIRE', KEYS[2], ARGV[4], 'GT')
 return {'ok', f[2], f[3], f[4], redis.call('LRANGE', KEYS[2], 0, -1)}
@@ -75,10 +90,14 @@ return 1
 /// KEYS: meta, history, lock. ARGV: token, idle ttl, 'commit' or 'none', kept, config, state
 /// ('' for none), pending, messages after `kept`…
 /// 'gone' (deleted), 'lost' (the lock is not ours: nothing written), 'short' (fewer than `kept`
-/// stored: nothing written, the lock kept), 'ok' (written, lock released).
+/// stored: nothing written, the lock kept), 'ok' (written, lock released; or done already by
+/// this very call, sent again: the meta's `ended` names the last token released).
 const END_TURN: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 'lost' end
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  if redis.call('HGET', KEYS[1], 'ended') == ARGV[1] then return 'ok' end
+  return 'lost'
+end
 if ARGV[3] == 'commit' then
   local kept = tonumber(ARGV[4])
   if redis.call('LLEN', KEYS[2]) < kept then return 'short' end
@@ -95,6 +114,7 @@ if ARGV[3] == 'commit' then
     redis.call('HSET', KEYS[1], 'state', ARGV[6])
   end
 end
+redis.call('HSET', KEYS[1], 'ended', ARGV[1])
 redis.call('DEL', KEYS[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -102,8 +122,13 @@ return 'ok'
 ";
 
 /// KEYS: record, lock. ARGV: token, lock ttl, running ttl. {'busy'} | {'ok', record or nil}.
+/// A lock that already holds the token is this very call's, sent again.
 const BEGIN_THREAD: &str = r"
-if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'busy'} end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+elseif not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {'busy'}
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[3], 'GT')
 return {'ok', redis.call('HGET', KEYS[1], 'record')}
 ";

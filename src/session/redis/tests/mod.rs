@@ -1,8 +1,12 @@
 //! Tests of [`super::RedisStore`] against a real `redis-server` per test ([`server`]): the
 //! shared contract ([`store_conformance!`]), and what only a shared store has: replicas,
 //! locks that expire, the history written by appends, keys that expire, Redis going away and
-//! coming back, passwords and TLS.
+//! coming back, passwords and TLS. On a real Redis Cluster ([`nodes`]): the shared contract
+//! again, and what a cluster adds ([`cluster`], [`cluster_outages`]).
 
+mod cluster;
+mod cluster_outages;
+mod nodes;
 mod outages;
 mod replicas;
 mod server;
@@ -32,8 +36,13 @@ fn settings(url: String) -> RedisSettings {
         password_env: None,
         key_prefix: DEFAULT_KEY_PREFIX.into(),
         lock_ttl: LOCK_TTL,
+        cluster: false,
     }
 }
+
+/// Held by a test that points `SSL_CERT_FILE` at its own CA: the variable is the process's, and
+/// the client reads it at every connection.
+static TLS_ROOTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn connect(server: &RedisServer, limits: SessionLimits) -> RedisStore {
     RedisStore::connect(&settings(server.url()), limits, TIMEOUT)

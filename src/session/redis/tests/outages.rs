@@ -188,6 +188,7 @@ async fn a_password_comes_from_password_env_and_is_never_shown() {
 
 #[tokio::test]
 async fn rediss_connects_with_the_gateways_tls_provider() {
+    let _roots = TLS_ROOTS.lock().await;
     let dir = server::scratch_dir("pki");
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
