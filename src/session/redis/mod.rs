@@ -254,9 +254,11 @@ impl RedisStore {
             )));
         }
         if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-            // rustls's process default is the gateway's provider (ring), which the client's
-            // TLS configuration is built with.
-            crate::tls::provider();
+            // The client builds its TLS configuration with rustls's process default, which
+            // must be ring, the gateway's provider (`crate::tls` installs the same one; it
+            // comes later in the data flow, so it is not called from here). Installing fails
+            // only when a default is already there, which is then left alone.
+            let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let link = Link::new(info.clone(), settings.cluster, timeout, target.clone())
             .map_err(|e| OpenError::Redis(format!("url {target} cannot be used: {e}")))?;
