@@ -211,7 +211,7 @@ impl Server {
         let lasting = Lasting {
             streams: Streams::new(config.admission.max_streams, &[], &shared.metrics),
             budget: BodyBudget::new(config.admission.max_buffered_request_bytes, &shared.metrics),
-            settling: Arc::new(Settling::default()),
+            settling: Arc::new(Settling::new(config.store.timeout)),
             store,
             metrics: Arc::clone(&shared.metrics),
             deadline: deadline_rx,

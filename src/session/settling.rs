@@ -11,9 +11,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// See the module docs. One per gateway, shared by every adapter (their keys do not collide).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Settling {
     marks: Mutex<HashMap<String, Mark>>,
+    /// The longest wait for a mark's end: the store's bound on the one write that ends it.
+    bound: Duration,
+}
+
+impl Default for Settling {
+    fn default() -> Self {
+        Settling::new(super::DEFAULT_STORE_TIMEOUT)
+    }
 }
 
 #[derive(Debug)]
@@ -38,6 +46,14 @@ pub struct Ending {
 }
 
 impl Settling {
+    /// Waits in [`Settling::settled`] last at most `bound` (the store's `store_timeout`).
+    pub fn new(bound: Duration) -> Settling {
+        Settling {
+            marks: Mutex::new(HashMap::new()),
+            bound,
+        }
+    }
+
     fn marks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Mark>> {
         // The map holds no invariant a panic elsewhere could break halfway.
         self.marks.lock().unwrap_or_else(PoisonError::into_inner)
@@ -66,15 +82,15 @@ impl Settling {
 
     /// Returns once no run of this process that is over still holds `key`'s mark: at once when
     /// none does or when the run holding it is still under way (the caller then answers busy);
-    /// else when its mark is ended, or after `bound`.
-    pub async fn settled(&self, key: &str, bound: Duration) {
+    /// else when its mark is ended, or after the bound [`Settling::new`] was given.
+    pub async fn settled(&self, key: &str) {
         let waiting = self
             .marks()
             .get(key)
             .filter(|mark| mark.under_way.strong_count() == 0)
             .map(|mark| mark.ended.clone());
         if let Some(mut ended) = waiting {
-            let _ = tokio::time::timeout(bound, ended.wait_for(|e| *e)).await;
+            let _ = tokio::time::timeout(self.bound, ended.wait_for(|e| *e)).await;
         }
     }
 }

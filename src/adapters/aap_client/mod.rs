@@ -48,7 +48,7 @@ use crate::http::body::{OpenFuture, Source, UpstreamBody};
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Principal, Settling, Store, StoreError, ThreadRecord, DEFAULT_STORE_TIMEOUT};
+use crate::session::{Principal, Settling, Store, StoreError, ThreadRecord};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
 use driver::{lock, Driver, RunState, Shared, Stage};
@@ -169,7 +169,7 @@ async fn first_turn(
         // The run holding the thread may be over and only its record pending (its client
         // left): wait for that, then try once more.
         Err(StoreError::Busy) => {
-            settling.settled(&key, DEFAULT_STORE_TIMEOUT).await;
+            settling.settled(&key).await;
             store.begin_thread(&key, &owner).await
         }
         begun => begun,

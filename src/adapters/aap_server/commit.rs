@@ -384,24 +384,20 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
     async fn the_next_turn_waits_for_an_abandoned_turn_and_not_for_a_running_one() {
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
-        let settling = Arc::new(Settling::default());
+        let settling = Arc::new(Settling::new(std::time::Duration::from_secs(5)));
         let (id, _pipeline) = finished_turn(&store).await;
         let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &settling);
         // Under way: nothing to wait for, the next turn is busy.
-        let bound = std::time::Duration::from_secs(5);
-        tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            settling.settled(&id, bound),
-        )
-        .await
-        .expect("no wait while the turn is under way");
+        tokio::time::timeout(std::time::Duration::from_secs(1), settling.settled(&id))
+            .await
+            .expect("no wait while the turn is under way");
         assert_eq!(
             store.begin_turn(&id, &Principal::anonymous()).await.err(),
             Some(StoreError::Busy)
         );
         // Abandoned (its request dropped): the next turn waits for the write-back.
         drop(reporter);
-        settling.settled(&id, bound).await;
+        settling.settled(&id).await;
         assert!(
             store.begin_turn(&id, &Principal::anonymous()).await.is_ok(),
             "the session is free"

@@ -46,7 +46,7 @@ use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{event_stream, full, ResponseBody};
 use crate::pipeline::Pipeline;
-use crate::session::{Principal, Session, SessionConfig, StoreError, DEFAULT_STORE_TIMEOUT};
+use crate::session::{Principal, Session, SessionConfig, StoreError};
 
 /// The confirm tool the gateway declares to the agent (`translation.md` §6.1), with the two
 /// optional fields that let the agent name the tool it asks about.
@@ -96,7 +96,7 @@ pub(super) async fn turn(
         // The turn holding the mark may be over and only its write-back pending (its client
         // left): wait for that, then try once more.
         Err(StoreError::Busy) => {
-            face.settling.settled(id, DEFAULT_STORE_TIMEOUT).await;
+            face.settling.settled(id).await;
             face.store.begin_turn(id, owner).await
         }
         begun => begun,
