@@ -27,6 +27,13 @@ pub(super) fn on_cluster(url: String, prefix: &str) -> RedisSettings {
     }
 }
 
+/// A store on the cluster at `url`, its keys under `prefix`.
+pub(super) async fn connect_to(url: String, prefix: &str) -> RedisStore {
+    RedisStore::connect(&on_cluster(url, prefix), SessionLimits::default(), TIMEOUT)
+        .await
+        .unwrap()
+}
+
 async fn cluster_store(limits: SessionLimits) -> Subject {
     let nodes = RedisCluster::shared();
     let store = RedisStore::connect(&on_cluster(nodes.url(), &prefix()), limits, TIMEOUT)
@@ -58,13 +65,7 @@ pub(super) fn placement(
 async fn sessions_spread_over_the_masters_and_each_ones_keys_share_a_node() {
     let nodes = RedisCluster::shared();
     let prefix = prefix();
-    let s = RedisStore::connect(
-        &on_cluster(nodes.url(), &prefix),
-        SessionLimits::default(),
-        TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let s = connect_to(nodes.url(), &prefix).await;
     let mut ids = Vec::new();
     for i in 0..24 {
         ids.push(
@@ -182,13 +183,7 @@ fn move_slot(nodes: &RedisCluster, slot: &str, from: u16, to: u16) {
 async fn a_session_whose_slot_moves_mid_turn_is_followed_to_its_new_master() {
     let nodes = RedisCluster::start();
     let prefix = prefix();
-    let s = RedisStore::connect(
-        &on_cluster(nodes.url(), &prefix),
-        SessionLimits::default(),
-        TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let s = connect_to(nodes.url(), &prefix).await;
     // A session whose slot is not the ledger's, so that only the session moves.
     let ledger_home = {
         add(&s, &bob(), Vec::new()).await.unwrap();
@@ -234,13 +229,7 @@ async fn a_lock_script_sent_twice_answers_as_it_did_the_first_time() {
     // The cluster client sends a command again when its connection dropped before the
     // answer: the second run of a turn's start or end must not turn a success into a refusal.
     let nodes = RedisCluster::shared();
-    let s = RedisStore::connect(
-        &on_cluster(nodes.url(), &prefix()),
-        SessionLimits::default(),
-        TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let s = connect_to(nodes.url(), &prefix()).await;
     let id = add(&s, &alice(), vec![said("hi")]).await.unwrap();
     let keys = s.inner.keys.session(&id);
     let scripts = &s.inner.scripts;

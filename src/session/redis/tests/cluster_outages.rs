@@ -1,23 +1,14 @@
 //! A Redis Cluster away, in part or whole, and what a cluster needs to be reached: settings
 //! that cannot work refused at start, a password and TLS on every node.
 
-use super::cluster::{on_cluster, placement, prefix};
+use super::cluster::{connect_to, on_cluster, placement, prefix};
 use super::nodes::{RedisCluster, Tls};
 use super::*;
 
 #[tokio::test]
 async fn a_cluster_going_away_fails_requests_in_time_and_its_return_heals_the_store() {
     let mut nodes = RedisCluster::start();
-    let s = Timed::new(
-        RedisStore::connect(
-            &on_cluster(nodes.url(), &prefix()),
-            SessionLimits::default(),
-            TIMEOUT,
-        )
-        .await
-        .unwrap(),
-        TIMEOUT,
-    );
+    let s = Timed::new(connect_to(nodes.url(), &prefix()).await, TIMEOUT);
     let id = add(&s, &alice(), Vec::new()).await.unwrap();
     nodes.stop();
     let started = Instant::now();
@@ -53,16 +44,7 @@ async fn a_cluster_going_away_fails_requests_in_time_and_its_return_heals_the_st
 async fn a_master_away_fails_its_sessions_in_time_and_its_return_heals_them() {
     let mut nodes = RedisCluster::start();
     let prefix = prefix();
-    let s = Timed::new(
-        RedisStore::connect(
-            &on_cluster(nodes.url(), &prefix),
-            SessionLimits::default(),
-            TIMEOUT,
-        )
-        .await
-        .unwrap(),
-        TIMEOUT,
-    );
+    let s = Timed::new(connect_to(nodes.url(), &prefix).await, TIMEOUT);
     let home = |nodes: &RedisCluster, id: &str| {
         let meta = Keys::new(&prefix).session(id)[0].clone();
         placement(nodes, &prefix).get(&meta).copied()
@@ -162,24 +144,9 @@ async fn a_password_from_password_env_reaches_every_node() {
 #[tokio::test]
 async fn rediss_reaches_every_node_of_a_tls_cluster() {
     let _roots = TLS_ROOTS.lock().await;
-    let dir = server::scratch_dir("cluster-pki");
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    // The nodes announce themselves by address: the certificate names it. Its subject differs
-    // from the CA's, or the nodes (OpenSSL) take it for self-signed when they check each other.
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "a cluster node");
-    let cert = params.signed_by(&key, &issuer).unwrap();
+    // The nodes announce themselves by address: the certificate names it.
+    let dir = pki("cluster-pki", "127.0.0.1");
     let path = |name: &str| dir.join(name).display().to_string();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
     let nodes = RedisCluster::start_with(
         None,
         Some(Tls {
@@ -190,13 +157,7 @@ async fn rediss_reaches_every_node_of_a_tls_cluster() {
     );
     std::env::set_var("SSL_CERT_FILE", path("ca.pem"));
     let prefix = prefix();
-    let s = RedisStore::connect(
-        &on_cluster(nodes.url(), &prefix),
-        SessionLimits::default(),
-        TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let s = connect_to(nodes.url(), &prefix).await;
     let mut ids = Vec::new();
     for _ in 0..12 {
         ids.push(add(&s, &alice(), Vec::new()).await.unwrap());

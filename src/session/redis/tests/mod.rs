@@ -21,7 +21,7 @@ use serde_json::Map;
 use super::*;
 use crate::event::{Message, MessageContent, UserMessage};
 use crate::session::backend::DEFAULT_KEY_PREFIX;
-use crate::session::conformance::{store_conformance, Subject};
+use crate::session::conformance::{alice, bob, store_conformance, Subject};
 use crate::session::{new_session_id, Timed};
 use server::RedisServer;
 
@@ -43,6 +43,28 @@ fn settings(url: String) -> RedisSettings {
 /// Held by a test that points `SSL_CERT_FILE` at its own CA: the variable is the process's, and
 /// the client reads it at every connection.
 static TLS_ROOTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A CA, and a certificate for `name` it signed, in a fresh scratch directory as `ca.pem`,
+/// `cert.pem` and `key.pem`; the directory. The certificate's subject differs from the CA's,
+/// or Redis (OpenSSL) takes it for self-signed when cluster nodes check each other.
+fn pki(what: &str, name: &str) -> std::path::PathBuf {
+    let dir = server::scratch_dir(what);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "a redis server");
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    dir
+}
 
 async fn connect(server: &RedisServer, limits: SessionLimits) -> RedisStore {
     RedisStore::connect(&settings(server.url()), limits, TIMEOUT)
@@ -80,14 +102,6 @@ async fn query<T: ::redis::FromRedisValue>(conn: &mut MultiplexedConnection, arg
 
 static ALICE: std::sync::LazyLock<Principal> = std::sync::LazyLock::new(alice);
 
-fn alice() -> Principal {
-    Principal::new("alice")
-}
-
-fn bob() -> Principal {
-    Principal::new("bob")
-}
-
 /// A user message saying `text`.
 fn said(text: &str) -> Message {
     Message::User(UserMessage {
@@ -111,11 +125,7 @@ async fn add(
     s.create(Session {
         id: id.clone(),
         owner: owner.clone(),
-        config: SessionConfig {
-            face: "/".into(),
-            agent: "a".into(),
-            ..SessionConfig::default()
-        },
+        config: crate::session::conformance::config("/"),
         history,
         ..Session::default()
     })

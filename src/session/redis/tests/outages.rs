@@ -189,21 +189,8 @@ async fn a_password_comes_from_password_env_and_is_never_shown() {
 #[tokio::test]
 async fn rediss_connects_with_the_gateways_tls_provider() {
     let _roots = TLS_ROOTS.lock().await;
-    let dir = server::scratch_dir("pki");
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
+    let dir = pki("pki", "localhost");
     let path = |name: &str| dir.join(name).display().to_string();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
     let server = RedisServer::tls(&path("cert.pem"), &path("key.pem"), &path("ca.pem"));
     // The system's trust roots, as the client reads them, are this test's CA.
     std::env::set_var("SSL_CERT_FILE", path("ca.pem"));
