@@ -347,3 +347,26 @@ async fn a_hai_client_that_cannot_confirm_gets_a_denial_in_the_same_run() {
     assert_eq!(turns[1][0]["granted"], false);
     agent.assert_no_violations();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_event_whose_data_is_not_json_fails_the_run_as_malformed() {
+    // As from an AG-UI agent: the run ends in RUN_ERROR UPSTREAM_MALFORMED, not in a success
+    // that silently lost the text.
+    let agent = AapAgent::scripted(|_| {
+        TurnReply::raw(
+            200,
+            "text/event-stream",
+            "event: turn_start\ndata: {}\n\n\
+             event: text_delta\ndata: {\"delta\":\"Hel\"}\n\n\
+             event: text_delta\ndata: lo, not JSON\n\n\
+             event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n",
+        )
+    })
+    .await;
+    let gw = gateway(&agent, &[]);
+    let mut thread = Thread::new("t-malformed");
+    thread.user("hello");
+    let events = thread.run(&gw, json!({})).await;
+    assert_eq!(terminal(&events)["type"], "RUN_ERROR", "{events:#?}");
+    assert_eq!(terminal(&events)["code"], "UPSTREAM_MALFORMED");
+}

@@ -25,7 +25,7 @@ use serde_json::{json, Map, Value};
 use super::fingerprint::{Fingerprint, Forwarded};
 use super::history::content_from_aap;
 use super::types::{event as name, Block, Content, StopReason};
-use crate::error::Failure;
+use crate::error::{ErrorCode, Failure};
 use crate::event::{DropKind, IdMint, Note, RunIds};
 use crate::event::{
     Event, EventBase, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
@@ -262,9 +262,23 @@ impl AapReader {
             self.delta(kind, &delta, out);
             return Ok(());
         }
-        let Ok(Value::Object(mut data)) = serde_json::from_slice::<Value>(&event.data) else {
-            notes.push(Note::Dropped(DropKind::NotAnObject));
-            return Ok(());
+        // Data that is not JSON at all is a peer that does not speak AAP's framing: fatal, as
+        // it is for the AG-UI reader. JSON that is not an object is one bad event, dropped.
+        let mut data = match serde_json::from_slice::<Value>(&event.data) {
+            Ok(Value::Object(data)) => data,
+            Ok(_) => {
+                notes.push(Note::Dropped(DropKind::NotAnObject));
+                return Ok(());
+            }
+            Err(_) => {
+                return Err(Failure::new(
+                    ErrorCode::UpstreamMalformed,
+                    format!(
+                        "an upstream {} event's data is not JSON; the upstream does not speak AAP over SSE",
+                        event.name.as_deref().unwrap_or("unnamed")
+                    ),
+                ))
+            }
         };
         if self.json && event.name.is_none() {
             self.read_json(Value::Object(data), out, notes);

@@ -86,3 +86,34 @@ fn args_wrappers_come_off() {
     assert_eq!(args_text(&serde_json::json!({"_value": [1, 2]})), "[1,2]");
     assert_eq!(args_text(&serde_json::json!({"a": 1})), "{\"a\":1}");
 }
+
+#[test]
+fn data_that_is_not_json_is_fatal_and_json_that_is_not_an_object_is_dropped() {
+    let mut r = reader(ReadOptions::default());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    r.read(
+        &event(Some("text_delta"), r#"{"delta":"fine"}"#),
+        &mut out,
+        &mut notes,
+    )
+    .unwrap();
+    // One event that is JSON but not an object: dropped, the turn goes on.
+    r.read(&event(Some("text_delta"), "[1, 2]"), &mut out, &mut notes)
+        .unwrap();
+    assert_eq!(notes, vec![Note::Dropped(DropKind::NotAnObject)]);
+    // Data that is not JSON: the upstream does not speak AAP; the turn fails as malformed,
+    // as it does from an AG-UI upstream, instead of ending in success without the text.
+    let failure = r
+        .read(
+            &event(Some("text_delta"), "Hello, not JSON"),
+            &mut out,
+            &mut notes,
+        )
+        .unwrap_err();
+    assert_eq!(failure.code, ErrorCode::UpstreamMalformed);
+    assert!(
+        failure.message.contains("text_delta"),
+        "{}",
+        failure.message
+    );
+}
