@@ -139,6 +139,21 @@ pub(crate) fn commit(session: &Session, history: Vec<Message>, kept: usize) -> T
     }
 }
 
+/// `session` reads back exactly, whole and its configuration alone, for its owner.
+pub(crate) async fn assert_reads_back(s: &dyn Store, session: &Session) {
+    assert_eq!(
+        s.get(&session.id, &session.owner).await.unwrap().as_ref(),
+        Some(session)
+    );
+    assert_eq!(
+        s.config(&session.id, &session.owner)
+            .await
+            .unwrap()
+            .as_ref(),
+        Some(&session.config)
+    );
+}
+
 pub(crate) fn limits(f: impl FnOnce(&mut SessionLimits)) -> SessionLimits {
     let mut l = SessionLimits::default();
     f(&mut l);
@@ -202,14 +217,7 @@ pub(crate) async fn a_session_reads_back_as_it_was_written(make: &Maker) {
         pending,
     };
     s.create(session.clone()).await.unwrap();
-    assert_eq!(
-        s.get(&session.id, &alice()).await.unwrap(),
-        Some(session.clone())
-    );
-    assert_eq!(
-        s.config(&session.id, &alice()).await.unwrap(),
-        Some(session.config.clone())
-    );
+    assert_reads_back(s, &session).await;
     let (listed, more) = s.list("/aap", &alice(), None, 10).await.unwrap();
     assert_eq!((listed, more), (vec![session.clone()], false));
     assert_eq!(s.begin_turn(&session.id, &alice()).await.unwrap(), session);

@@ -17,7 +17,7 @@ use crate::dialect::aap::types::{ServerToolRef, ToolSpec};
 use crate::dialect::aap::{Pending, PendingKind};
 use crate::event::{history_bytes, Message};
 use crate::session::conformance::{
-    add, alice, bob, commit, message as message_of, store_conformance, Subject,
+    add, alice, assert_reads_back, bob, commit, message as message_of, store_conformance, Subject,
 };
 use crate::session::usage::Held;
 use crate::session::{new_session_id, PendingCall};
@@ -184,21 +184,11 @@ async fn a_full_session_reads_back_as_it_was_stored_before_and_after_a_reopen() 
     {
         let s = open(&dir, SessionLimits::default()).await;
         s.create(session.clone()).await.unwrap();
-        assert_eq!(
-            s.get(&session.id, &alice()).await.unwrap(),
-            Some(session.clone())
-        );
-        assert_eq!(
-            s.config(&session.id, &alice()).await.unwrap(),
-            Some(session.config.clone())
-        );
+        assert_reads_back(&s, &session).await;
         assert_eq!(s.rows(), (1, 4, 0));
     }
     let s = open(&dir, SessionLimits::default()).await;
-    assert_eq!(
-        s.get(&session.id, &alice()).await.unwrap(),
-        Some(session.clone())
-    );
+    assert_reads_back(&s, &session).await;
     let (listed, more) = s.list("/v1", &alice(), None, 10).await.unwrap();
     assert_eq!((listed, more), (vec![session.clone()], false));
     assert_eq!(s.begin_turn(&session.id, &alice()).await.unwrap(), session);

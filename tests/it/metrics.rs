@@ -82,6 +82,16 @@ async fn silent_connection(gateway: &Gateway) {
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
 }
 
+/// A run on `/locked` without the route's key: refused with a 401.
+async fn refused_without_key(gateway: &Gateway) {
+    let refused = send(
+        gateway.addr,
+        &Request::post_json("/locked", run_input("t", "r")),
+    )
+    .await;
+    assert_eq!(refused.status, 401);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latencies_process_build_sessions_and_refusals_are_measured() {
     let (gateway, _upstream) = gateway().await;
@@ -187,12 +197,7 @@ async fn latencies_process_build_sessions_and_refusals_are_measured() {
     wait_for_metric(admin, "dialect_proxy_sessions", 0.0).await;
 
     // A request without the route's key.
-    let refused = send(
-        gateway.addr,
-        &Request::post_json("/locked", run_input("t", "r")),
-    )
-    .await;
-    assert_eq!(refused.status, 401);
+    refused_without_key(&gateway).await;
     let text = wait_for_metric(
         admin,
         "dialect_proxy_admission_rejections_total{reason=\"unauthenticated\"}",
@@ -396,12 +401,7 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exposes() {
     let aap = AapClient::new(gateway.addr, "/aap", None);
     let session = aap.new_session(json!({"agent": {"name": "demo"}})).await;
     aap.delete_session(&session).await.expect(204);
-    let refused = send(
-        gateway.addr,
-        &Request::post_json("/locked", run_input("t", "r")),
-    )
-    .await;
-    assert_eq!(refused.status, 401);
+    refused_without_key(&gateway).await;
     let text = wait_for_metric(
         admin,
         "dialect_proxy_streams_total{route=\"/agent\",outcome=\"completed\"}",
@@ -449,16 +449,7 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exposes() {
 async fn a_client_that_speaks_plain_http_to_a_tls_listener_is_a_refused_handshake() {
     let pki = support::tls::Pki::new();
     let leaf = pki.server("gateway", &["localhost", "127.0.0.1"]);
-    let gateway = Gateway::spawn(&[
-        "--upstream",
-        "builtin:demo",
-        "--tls-cert",
-        leaf.cert.to_str().unwrap(),
-        "--tls-key",
-        leaf.key.to_str().unwrap(),
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]);
+    let gateway = Gateway::demo_tls(&leaf.cert, &leaf.key, &["--admin-listen", "127.0.0.1:0"]);
     let admin = gateway.admin_addr();
     let mut plain = TcpStream::connect(gateway.addr).await.unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut plain, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")

@@ -181,26 +181,13 @@ path = "{}"
     );
     let mut thread = Thread::new("t-durable");
     let mut gateway = spawn_with_config(&toml);
-    thread.user("hello");
-    thread.run(&gateway, json!({})).await;
-    assert_eq!(thread.last_assistant_text(), "You said: hello");
+    assert_eq!(thread.say(&gateway, "hello").await, "You said: hello");
     gateway.kill();
 
     let gateway = spawn_with_config(&toml);
-    thread.user("again");
-    thread.run(&gateway, json!({})).await;
-    assert_eq!(thread.last_assistant_text(), "You said: again");
+    assert_eq!(thread.say(&gateway, "again").await, "You said: again");
     // The record survived: the same agent session, sent only what it had not seen.
-    assert_eq!(agent.sessions_created().len(), 1);
-    let sent = agent.turn_messages();
-    assert_eq!(
-        sent,
-        [
-            json!([{"role": "user", "content": "hello"}]),
-            json!([{"role": "user", "content": "again"}])
-        ]
-    );
-    agent.assert_no_violations();
+    agent.assert_one_session_saw_each_once(&["hello", "again"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

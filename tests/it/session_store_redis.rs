@@ -250,27 +250,11 @@ lock_ttl = "2s"
     let one = spawn_with_config(&config(&redis));
     let two = spawn_with_config(&config(&redis));
     let mut thread = Thread::new("t-replicas");
-    thread.user("hello");
-    thread.run(&one, json!({})).await;
-    assert_eq!(thread.last_assistant_text(), "You said: hello");
-    thread.user("again");
-    thread.run(&two, json!({})).await;
-    assert_eq!(thread.last_assistant_text(), "You said: again");
-    thread.user("and back");
-    thread.run(&one, json!({})).await;
-    assert_eq!(thread.last_assistant_text(), "You said: and back");
+    assert_eq!(thread.say(&one, "hello").await, "You said: hello");
+    assert_eq!(thread.say(&two, "again").await, "You said: again");
+    assert_eq!(thread.say(&one, "and back").await, "You said: and back");
     // One AAP session for the thread; each turn carried only what the agent had not seen.
-    assert_eq!(agent.sessions_created().len(), 1);
-    let turns = agent.turn_messages();
-    assert_eq!(
-        turns,
-        [
-            json!([{"role": "user", "content": "hello"}]),
-            json!([{"role": "user", "content": "again"}]),
-            json!([{"role": "user", "content": "and back"}])
-        ]
-    );
-    agent.assert_no_violations();
+    agent.assert_one_session_saw_each_once(&["hello", "again", "and back"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,14 +46,7 @@ fn gateway_with_config(path: &Path) -> Gateway {
 
 /// A gateway serving the demo agent over TLS with the certificate at `cert` and `key`.
 fn tls_gateway(cert: &Path, key: &Path) -> Gateway {
-    let gateway = Gateway::spawn(&[
-        "--upstream",
-        "builtin:demo",
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ]);
+    let gateway = Gateway::demo_tls(cert, key, &[]);
     assert_eq!(gateway.scheme(), "https", "the announced scheme");
     gateway
 }
@@ -363,16 +356,7 @@ async fn a_connection_that_never_says_hello_is_closed_within_the_request_header_
     let leaf = pki.server("gateway", GATEWAY_NAMES);
     // The deadline from accept to the first request head covers the handshake.
     const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
-    let gateway = Gateway::spawn(&[
-        "--upstream",
-        "builtin:demo",
-        "--tls-cert",
-        leaf.cert.to_str().unwrap(),
-        "--tls-key",
-        leaf.key.to_str().unwrap(),
-        "--request-header-timeout",
-        "1s",
-    ]);
+    let gateway = Gateway::demo_tls(&leaf.cert, &leaf.key, &["--request-header-timeout", "1s"]);
 
     let mut silent = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
     let opened = Instant::now();

@@ -566,6 +566,18 @@ impl AapAgent {
         self.state().violations.clone()
     }
 
+    /// One session was created, each turn carried exactly one new user message, saying
+    /// `said[i]` (nothing the agent had seen came again), and nothing broke the rules.
+    pub fn assert_one_session_saw_each_once(&self, said: &[&str]) {
+        assert_eq!(self.sessions_created().len(), 1);
+        let expected: Vec<Value> = said
+            .iter()
+            .map(|text| json!([{"role": "user", "content": text}]))
+            .collect();
+        assert_eq!(self.turn_messages(), expected);
+        self.assert_no_violations();
+    }
+
     /// Panics with the violations and the requests if there are any.
     pub fn assert_no_violations(&self) {
         let state = self.state();

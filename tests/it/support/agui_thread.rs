@@ -124,6 +124,14 @@ impl Thread {
             .unwrap_or_else(|| panic!("no message {id}"))
     }
 
+    /// Adds a user message saying `text`, runs the thread on `gateway` and returns the
+    /// assistant's last text.
+    pub async fn say(&mut self, gateway: &Gateway, text: &str) -> String {
+        self.user(text);
+        self.run(gateway, json!({})).await;
+        self.last_assistant_text()
+    }
+
     pub fn last_assistant_text(&self) -> String {
         self.messages
             .iter()

@@ -167,6 +167,24 @@ impl Gateway {
         Gateway::spawn(&args)
     }
 
+    /// The demo agent behind a TLS listener with `cert` and `key`, and `extra` flags.
+    pub fn demo_tls(cert: &std::path::Path, key: &std::path::Path, extra: &[&str]) -> Gateway {
+        let (cert, key) = (
+            cert.to_str().expect("a UTF-8 path"),
+            key.to_str().expect("a UTF-8 path"),
+        );
+        let mut args = vec![
+            "--upstream",
+            "builtin:demo",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ];
+        args.extend_from_slice(extra);
+        Gateway::spawn(&args)
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -124,23 +124,10 @@ async fn sessions_spread_over_the_masters_and_each_ones_keys_share_a_node() {
 #[tokio::test]
 async fn replicas_on_a_cluster_exclude_each_others_turns_and_runs() {
     let nodes = RedisCluster::shared();
-    let settings = on_cluster(nodes.url(), &prefix());
-    let a = RedisStore::connect(&settings, SessionLimits::default(), TIMEOUT)
-        .await
-        .unwrap();
-    let b = RedisStore::connect(&settings, SessionLimits::default(), TIMEOUT)
-        .await
-        .unwrap();
-    let id = add(&a, &alice(), vec![said("hi")]).await.unwrap();
-    let session = a.begin_turn(&id, &alice()).await.unwrap();
-    assert_eq!(b.begin_turn(&id, &alice()).await, Err(StoreError::Busy));
-    assert_eq!(b.begin_turn(&id, &bob()).await, Err(StoreError::NotFound));
-    let mut history = session.history.clone();
-    history.push(said("from a"));
-    a.end_turn(&id, Some(commit(&session, history.clone(), 1)))
-        .await
-        .unwrap();
-    assert_eq!(b.begin_turn(&id, &alice()).await.unwrap().history, history);
+    let prefix = prefix();
+    let a = connect_to(nodes.url(), &prefix).await;
+    let b = connect_to(nodes.url(), &prefix).await;
+    let id = replicas_take_turns(&a, &b).await;
     assert_eq!(a.begin_turn(&id, &alice()).await, Err(StoreError::Busy));
     b.end_turn(&id, None).await.unwrap();
     assert_eq!(a.begin_thread("t", &alice()).await, Ok(None));

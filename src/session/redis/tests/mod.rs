@@ -115,6 +115,23 @@ fn said(text: &str) -> Message {
     })
 }
 
+/// Two replicas, `a` and `b`, on one session: a turn begun on `a` is busy on `b` (and missing
+/// to another principal even while it runs); once `a` commits, `b` takes the next turn and
+/// sees what `a` wrote. Returns the session, its turn still running on `b`.
+async fn replicas_take_turns(a: &RedisStore, b: &RedisStore) -> String {
+    let id = add(a, &alice(), vec![said("hi")]).await.unwrap();
+    let session = a.begin_turn(&id, &alice()).await.unwrap();
+    assert_eq!(b.begin_turn(&id, &alice()).await, Err(StoreError::Busy));
+    assert_eq!(b.begin_turn(&id, &bob()).await, Err(StoreError::NotFound));
+    let mut history = session.history.clone();
+    history.push(said("from a"));
+    a.end_turn(&id, Some(commit(&session, history.clone(), 1)))
+        .await
+        .unwrap();
+    assert_eq!(b.begin_turn(&id, &alice()).await.unwrap().history, history);
+    id
+}
+
 /// A new session of `owner` on face "/" holding `history`; its id.
 async fn add(
     s: &dyn Store,

@@ -7,18 +7,7 @@ async fn a_turn_begun_on_one_replica_is_busy_on_another() {
     let server = RedisServer::start();
     let a = connect(&server, SessionLimits::default()).await;
     let b = connect(&server, SessionLimits::default()).await;
-    let id = add(&a, &alice(), vec![said("hi")]).await.unwrap();
-    let session = a.begin_turn(&id, &alice()).await.unwrap();
-    assert_eq!(b.begin_turn(&id, &alice()).await, Err(StoreError::Busy));
-    // Another principal is told it does not exist, even while it runs.
-    assert_eq!(b.begin_turn(&id, &bob()).await, Err(StoreError::NotFound));
-    let mut history = session.history.clone();
-    history.push(said("from a"));
-    a.end_turn(&id, Some(commit(&session, history.clone(), 1)))
-        .await
-        .unwrap();
-    let seen = b.begin_turn(&id, &alice()).await.unwrap();
-    assert_eq!(seen.history, history);
+    let id = replicas_take_turns(&a, &b).await;
     b.end_turn(&id, None).await.unwrap();
 }
 

@@ -1,5 +1,7 @@
 //! A real `redis-server` for one test: on a free port, in its own directory, without
-//! persistence; stopped, restarted on the same port, frozen, and killed on drop.
+//! persistence (unless its extra arguments ask for it); stopped, restarted on the same port,
+//! frozen, and killed on drop. The end-to-end tests use this same file
+//! (`tests/it/support/redis.rs`): it needs nothing but `std` and `libc`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
