@@ -105,6 +105,16 @@ error_codes! {
     /// The gateway is at one of its admission limits (open streams, buffered request bytes);
     /// the client may retry after the `Retry-After` it is given.
     Overloaded,
+    /// The upstream said two incompatible things about one message or tool call: a continuation
+    /// chunk repeating its opener's role, name, tool name or parent with another value, or
+    /// claiming another subagent's item; a continuation no open item can own; a tool call id
+    /// reused under another tool's name. No repair could keep every byte with its owner.
+    UpstreamConflict,
+    /// A `RUN_FINISHED` outcome of the wrong type (not an object, no string `type`, an interrupt
+    /// without a non-empty list of interrupts).
+    UpstreamInvalidOutcome,
+    /// A terminal event's `threadId`/`runId` differ from those of the run it ends.
+    UpstreamRunMismatch,
 }
 
 impl ErrorCode {
@@ -134,6 +144,9 @@ impl ErrorCode {
             ErrorCode::UpstreamEventTooLarge => "UPSTREAM_EVENT_TOO_LARGE",
             ErrorCode::InvalidToolArgs => "INVALID_TOOL_ARGS",
             ErrorCode::UpstreamLimitExceeded => "UPSTREAM_LIMIT_EXCEEDED",
+            ErrorCode::UpstreamConflict => "UPSTREAM_CONFLICT",
+            ErrorCode::UpstreamInvalidOutcome => "UPSTREAM_INVALID_OUTCOME",
+            ErrorCode::UpstreamRunMismatch => "UPSTREAM_RUN_MISMATCH",
             ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
             ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
@@ -180,6 +193,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamEventTooLarge
             | ErrorCode::InvalidToolArgs
             | ErrorCode::UpstreamLimitExceeded
+            | ErrorCode::UpstreamConflict
+            | ErrorCode::UpstreamInvalidOutcome
+            | ErrorCode::UpstreamRunMismatch
             | ErrorCode::AapError
             | ErrorCode::AapVersionUnsupported
             | ErrorCode::AapSessionNotFound
@@ -218,6 +234,9 @@ impl ErrorCode {
             | ErrorCode::UpstreamEventTooLarge
             | ErrorCode::InvalidToolArgs
             | ErrorCode::UpstreamLimitExceeded
+            | ErrorCode::UpstreamConflict
+            | ErrorCode::UpstreamInvalidOutcome
+            | ErrorCode::UpstreamRunMismatch
             | ErrorCode::AapError
             | ErrorCode::AapVersionUnsupported
             | ErrorCode::AapSessionNotFound

@@ -6,7 +6,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::problems::{non_empty, parsed, Keys, Problems};
-use crate::dialect::agui::{ReaderOptions, RequestProfile, Timestamps, UnknownFields};
+use crate::dialect::agui::{
+    ProtocolVersion, ReaderOptions, RequestProfile, Timestamps, UnknownFields,
+};
 use crate::dialect::hai::HaiOptions;
 
 /// `[routes.agui]`: the alternatives `dialects.md` offers (rows 13, 17, 20, 25).
@@ -18,6 +20,7 @@ pub(super) struct RawAguiOptions {
     system_exception: Option<Spanned<String>>,
     content_parts: Option<Spanned<String>>,
     tool_content: Option<Spanned<String>>,
+    protocol_version: Option<Spanned<String>>,
 }
 
 /// `[routes.hai]`: HAI's writer profile and reader choices (`translation.md` §0.1, `hai.md` §9).
@@ -87,7 +90,7 @@ pub(super) fn agui_options(
     p: &mut Problems,
     keys: &Keys,
     raw: &RawAguiOptions,
-) -> (ReaderOptions, RequestProfile) {
+) -> (ReaderOptions, RequestProfile, ProtocolVersion) {
     let timestamps = match choice(
         p,
         &keys.key("timestamps"),
@@ -127,7 +130,16 @@ pub(super) fn agui_options(
             &["parts", "string"],
         ) == "string",
     };
-    (reader, profile)
+    let version = match choice(
+        p,
+        &keys.key("protocol_version"),
+        &raw.protocol_version,
+        &["1.0", "1.1"],
+    ) {
+        "1.1" => ProtocolVersion::V1_1,
+        _ => ProtocolVersion::V1_0,
+    };
+    (reader, profile, version)
 }
 
 pub(super) fn hai_options(p: &mut Problems, keys: &Keys, raw: &RawHaiOptions) -> HaiOptions {

@@ -18,7 +18,7 @@ use super::limits::{limits, Limits, RawLimits};
 use super::problems::{Keys, Problems};
 use super::tls::{client_tls, RawClientTls};
 use super::upstream_auth::{upstream_auth, RawUpstreamAuth, UpstreamBearer};
-use crate::dialect::agui::{ReaderOptions, RequestProfile, UnknownFields};
+use crate::dialect::agui::{ProtocolVersion, ReaderOptions, RequestProfile, UnknownFields};
 use crate::dialect::hai::HaiOptions;
 use crate::dialect::Dialect;
 
@@ -42,6 +42,8 @@ pub struct Route {
     pub reader: ReaderOptions,
     /// How the upstream wants its request (`[routes.agui]`).
     pub request_profile: RequestProfile,
+    /// The AG-UI version written to AG-UI clients (`[routes.agui] protocol_version`).
+    pub protocol_version: ProtocolVersion,
     /// HAI reader and writer profile (`[routes.hai]`).
     pub hai: HaiOptions,
     /// The agent an AAP face serves (`[routes.aap]`); set exactly when `client` is AAP.
@@ -134,7 +136,8 @@ pub(super) fn build(
     let mut limits = limits(p, &keys.table("limits"), &raw.limits, defaults.limits);
     limits.max_streams = route_max_streams(p, &keys.table("limits"), &raw.limits);
     let unknown_fields = unknown_fields(p, &keys.key("unknown_fields"), &raw.unknown_fields);
-    let (reader, request_profile) = agui_options(p, &keys.table("agui"), &raw.agui);
+    let (reader, request_profile, protocol_version) =
+        agui_options(p, &keys.table("agui"), &raw.agui);
     let hai = hai_options(p, &keys.table("hai"), &raw.hai);
     let forwarding = forwarding(
         p,
@@ -230,6 +233,7 @@ pub(super) fn build(
             unknown_fields,
             reader,
             request_profile,
+            protocol_version,
             hai,
             aap,
             aap_upstream,

@@ -71,4 +71,25 @@ pub trait Writer: Send + Unpin {
 
     /// The time for the events of the next upstream chunk, in milliseconds since the epoch.
     fn set_now(&mut self, _now_ms: i64) {}
+
+    /// How the client's dialect takes a stream that carries several runs.
+    fn runs(&self) -> Runs {
+        Runs::Several
+    }
+}
+
+/// How a client's dialect takes an upstream stream that carries several runs in sequence
+/// (AG-UI 1.1: a new `RUN_STARTED` after a closed run, a late `RUN_ERROR` after
+/// `RUN_FINISHED`). The sequencer applies it; the writer only declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// Every run as it comes (AG-UI).
+    Several,
+    /// One run per stream: the client cannot follow a second one (HAI's client, a fork of the
+    /// 0.0 AG-UI client, rejects anything after `RUN_FINISHED`; an AAP turn has one stop).
+    /// Later runs fold into the first: each boundary becomes one `CUSTOM` event named
+    /// `boundary` whose value holds the `RUN_FINISHED` and `RUN_STARTED` it replaces, and the
+    /// stream's one `RUN_FINISHED` waits for the upstream's end. A `RUN_ERROR` ends the stream:
+    /// folding past it would hide the failure.
+    Folded { boundary: &'static str },
 }

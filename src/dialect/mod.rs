@@ -26,7 +26,7 @@ use crate::event::{Event, Note, RunAgentInput, RunIds};
 use crate::mapping::Mappings;
 use crate::sse::{Framing, SseEvent};
 
-pub use codec::{Reader, Writer};
+pub use codec::{Reader, Runs, Writer};
 
 /// Every dialect's per-route options, by dialect, plus what all readers share. What a route
 /// configures; the defaults are the specs' defaults.
@@ -146,6 +146,12 @@ macro_rules! dialects {
                     $(AnyWriter::$variant(w) => Writer::set_now(&mut **w, now_ms),)+
                 }
             }
+
+            fn runs(&self) -> Runs {
+                match self {
+                    $(AnyWriter::$variant(w) => w.runs(),)+
+                }
+            }
         }
     };
 }
@@ -183,9 +189,10 @@ impl Dialect {
     /// The writer of a client speaking this dialect.
     pub fn writer(self, options: &CodecOptions) -> AnyWriter {
         match self {
-            Dialect::AgUi => {
-                AnyWriter::AgUi(Box::new(agui::AguiWriter::new(options.agui.unknown_fields)))
-            }
+            Dialect::AgUi => AnyWriter::AgUi(Box::new(
+                agui::AguiWriter::new(options.agui.unknown_fields)
+                    .with_version(options.agui.protocol_version),
+            )),
             Dialect::Hai => {
                 AnyWriter::Hai(Box::new(hai::HaiWriter::new(options.hai.writer.clone())))
             }

@@ -182,6 +182,9 @@ pub struct ToolCall {
     pub function: FunctionCall,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted_value: Option<String>,
+    /// AG-UI 1.1: the producer's name for the kind of `encrypted_value`, returned with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_value_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
 }

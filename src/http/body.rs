@@ -10,7 +10,8 @@
 //!    frame (events from one read leave together, nothing waits for a later read); an empty
 //!    result means poll the upstream again (up to a budget, then the body wakes itself and
 //!    yields); end, error or a trailers frame end the run;
-//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`) and the
+//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`, or between
+//!    runs — every run the stream carried ended — a clean end) and the
 //!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
 //!    (drain signal included) has registered the waker.
 //!
@@ -419,6 +420,14 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                 pending => {
                     // An opening request has its own timeouts; only a silent body is idle.
                     if pending.is_some() && this.idle.as_mut().poll(cx).is_ready() {
+                        if this.pipeline.between_runs() {
+                            // Every run ended and the upstream only lingers: the stream ends
+                            // here, cleanly, as if the upstream had closed it.
+                            this.upstream = None;
+                            this.pipeline.end(&mut this.out);
+                            this.finish();
+                            return this.poll_last(cx);
+                        }
                         let secs = this.timers.idle_timeout.as_secs_f64();
                         tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
                         let failure = Failure::new(
@@ -444,7 +453,10 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
     }
 
     fn is_end_stream(&self) -> bool {
-        self.upstream.is_none() && self.waiting.is_none() && self.out.is_empty()
+        self.upstream.is_none()
+            && self.waiting.is_none()
+            && self.out.is_empty()
+            && self.holding.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -195,17 +195,37 @@ async fn an_upstream_error_or_end_without_terminal_is_a_run_error() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn nothing_after_the_terminal_is_read_or_sent() {
+async fn a_second_run_follows_the_first_and_a_lingering_upstream_ends_cleanly() {
     let out = frames(body(
         vec![
             Step::Data(STARTED),
             Step::Data(FINISHED),
             Step::Data(STARTED),
+            Step::Data(FINISHED),
         ],
         true,
     ))
     .await;
-    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED"]);
+    // The upstream stays silent after its second run: the idle timeout ends the stream
+    // without an error, since no run is open.
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "RUN_FINISHED", "RUN_STARTED", "RUN_FINISHED"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_an_error_nothing_but_a_new_run_is_sent() {
+    let out = frames(body(
+        vec![
+            Step::Data(STARTED),
+            Step::Data("data: {\"type\":\"RUN_ERROR\",\"message\":\"boom\"}\n\n"),
+            Step::Data(FINISHED),
+        ],
+        false,
+    ))
+    .await;
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -295,7 +315,9 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
         thread_id: "t".into(),
         run_id: "r".into(),
     };
-    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    // A HAI client takes one run per stream: its terminal is written when the upstream ends,
+    // the moment the owner is told, so it is the frame the owner holds.
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::Hai, ids)).unwrap();
     let (release, held) = tokio::sync::oneshot::channel();
     let ended = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let owner = Holding {

@@ -123,6 +123,7 @@ impl Relay {
                 reader: route.reader,
                 unknown_fields: route.unknown_fields,
                 request_profile: route.request_profile,
+                protocol_version: route.protocol_version,
             },
             hai: route.hai.clone(),
             aap: Default::default(),

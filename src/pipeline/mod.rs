@@ -145,7 +145,8 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             buf: BytesMut::new(),
             reader,
             sequencer: RunSequencer::new(options.ids)
-                .keep_upstream_run_ids(options.keep_upstream_run_ids),
+                .keep_upstream_run_ids(options.keep_upstream_run_ids)
+                .runs(writer.runs()),
             writer,
             read_out: Vec::new(),
             seq_out: Vec::new(),
@@ -168,7 +169,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// True when the upstream's current response stopped at a hand-over point and the run
     /// has not ended: its owner may continue it with another response ([`Pipeline::resume`]).
     pub fn at_handover(&self) -> bool {
-        !self.is_finished() && self.reader.at_handover()
+        self.sequencer.run_open() && self.reader.at_handover()
     }
 
     /// Continues the run with the upstream's next response, framed as `framing`.
@@ -190,9 +191,17 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         &mut self.writer
     }
 
-    /// True once the terminal event has been written; later input is ignored.
+    /// True once the stream is over (its last run ended and nothing more is read); later
+    /// input is ignored. A stream may carry several runs, so a terminal event alone does not
+    /// end it unless the client's dialect folds runs and the terminal was a `RUN_ERROR`.
     pub fn is_finished(&self) -> bool {
         self.sequencer.is_finished()
+    }
+
+    /// True when every run the stream carried has ended but the upstream has not: its end, or
+    /// its silence, now ends the stream cleanly.
+    pub fn between_runs(&self) -> bool {
+        !self.sequencer.run_open() && !self.sequencer.is_finished()
     }
 
     pub fn stats(&self) -> StreamStats {
@@ -314,13 +323,13 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {
-        if let Input::UpstreamFailed(f) = &input {
-            if !self.is_finished() {
-                self.failure = Some(f.code);
+        // A failure ends a run only while one is open; between runs the stream just ends.
+        if self.sequencer.run_open() {
+            match &input {
+                Input::UpstreamFailed(f) => self.failure = Some(f.code),
+                Input::UpstreamEnd => self.failure = Some(ErrorCode::UpstreamTruncated),
+                Input::Event(_) => {}
             }
-        }
-        if matches!(input, Input::UpstreamEnd) && !self.is_finished() {
-            self.failure = Some(ErrorCode::UpstreamTruncated);
         }
         self.sequencer
             .step(input, &mut self.seq_out, &mut self.notes);

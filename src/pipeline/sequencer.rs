@@ -1,25 +1,39 @@
-//! The run lifecycle guard (`dialects.md` rows 4, 5, 21–24; `agui.md` §5.2 and §9).
+//! The run lifecycle guard (`dialects.md` rows 4, 5, 21–24; `agui.md` §5.2 and §9; AG-UI 1.1
+//! "Runs and Steps").
 //!
 //! Whatever a reader hands it, the stream it emits holds the canonical invariants:
 //! `RUN_STARTED` first (synthesised from the request when missing, ids rewritten to the
 //! request's), every text message, tool call, reasoning message and span, step and subagent
-//! closed before `RUN_FINISHED`, exactly one terminal event, and nothing after it. Upstream end
-//! without a terminal and upstream failure become `RUN_ERROR` with a gateway code.
+//! closed before `RUN_FINISHED`, exactly one terminal event per run, and the stream's last run
+//! always ended. Upstream end without a terminal and upstream failure become `RUN_ERROR` with a
+//! gateway code.
+//!
+//! A stream may carry several runs in sequence (1.1): after a run closes, a `RUN_STARTED`
+//! opens the next one with nothing open, and a `RUN_ERROR` after `RUN_FINISHED` reports a late
+//! failure of the run that closed; anything else after a close is dropped. How the client's
+//! dialect takes them is its writer's [`Runs`]: every run as it comes, or folded into one run.
+//! The stream is over when the upstream ends (or fails, or, folded, at a `RUN_ERROR`); an
+//! upstream that ends or fails between runs ends the stream cleanly, since every run it
+//! carried was ended.
 //!
 //! It also keeps the 1.0 client's attribution rules (`agui.md` §5.2): an event that continues
 //! or closes an entity carries its opener's `subagentRunId`; steps are tracked per subagent
 //! lane; a subagent id is used once; a tool call's `parentMessageId` names an assistant message
-//! of the same lane or is dropped; run-level events carry no `subagentRunId`.
+//! of the same lane or is dropped; run-level events carry no `subagentRunId`. Where the upstream
+//! contradicts itself so that no repair keeps every byte with its owner (a tool call id reused
+//! under another name, a terminal naming another run), the run ends with `RUN_ERROR`.
 //!
 //! Memory is bounded: at most [`MAX_OPEN_ENTITIES`] open entities with ids of at most
 //! [`MAX_ID_BYTES`] (beyond: `UPSTREAM_LIMIT_EXCEEDED`), and at most [`MAX_TRACKED_IDS`]
-//! remembered message and subagent ids (beyond, checks that need them degrade, never fail).
+//! remembered message and subagent ids per run (beyond, checks that need them degrade, never
+//! fail).
 
+use crate::dialect::Runs;
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
-    RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd, TextMessageStart,
-    TextRole, ToolCallEnd, PROTOCOL_VERSION,
+    Custom, Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
+    RunFinished, RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd,
+    TextMessageStart, TextRole, ToolCallEnd, PROTOCOL_VERSION,
 };
 
 use super::owners::{Owners, Space};
@@ -68,7 +82,12 @@ struct Open {
 enum Phase {
     NotStarted,
     Running,
-    Finished,
+    /// The run closed (`errored`: with `RUN_ERROR`); another may start on the stream.
+    Closed {
+        errored: bool,
+    },
+    /// The stream is over: nothing more is read.
+    Ended,
 }
 
 /// See the module docs.
@@ -78,6 +97,18 @@ pub struct RunSequencer {
     /// Keep the upstream's `threadId`/`runId` instead of rewriting them to the request's.
     keep_upstream_run_ids: bool,
     phase: Phase,
+    /// How the client takes several runs.
+    runs: Runs,
+    /// Runs started on this stream.
+    started: u64,
+    /// The current run's ids as the upstream declared them on its `RUN_STARTED` (empty when
+    /// it sent none): a terminal naming other ids ends the run.
+    declared: RunIds,
+    /// The current run's ids as the client sees them.
+    current: RunIds,
+    /// Folded runs: the `RUN_FINISHED` of the run that closed, written when the stream ends or
+    /// carried by the boundary when another run starts.
+    held: Option<RunFinished>,
     /// Open entities in opening order; closing walks it backwards (innermost first).
     open: Vec<Open>,
     /// Who owns each id of the run (attribution).
@@ -89,9 +120,17 @@ pub struct RunSequencer {
 impl RunSequencer {
     pub fn new(ids: RunIds) -> RunSequencer {
         RunSequencer {
+            current: ids.clone(),
             ids,
             keep_upstream_run_ids: false,
             phase: Phase::NotStarted,
+            runs: Runs::Several,
+            started: 0,
+            declared: RunIds {
+                thread_id: String::new(),
+                run_id: String::new(),
+            },
+            held: None,
             open: Vec::new(),
             owners: Owners::default(),
             finished_subagents: Vec::new(),
@@ -104,15 +143,26 @@ impl RunSequencer {
         self
     }
 
-    /// True once the terminal event has been emitted.
+    /// How the client takes several runs on one stream (the writer's [`Runs`]).
+    pub fn runs(mut self, runs: Runs) -> RunSequencer {
+        self.runs = runs;
+        self
+    }
+
+    /// True once the stream is over: its last run ended and nothing more is read.
     pub fn is_finished(&self) -> bool {
-        self.phase == Phase::Finished
+        self.phase == Phase::Ended
+    }
+
+    /// True while a run has not ended (or none has started): a failure now ends it.
+    pub fn run_open(&self) -> bool {
+        matches!(self.phase, Phase::NotStarted | Phase::Running)
     }
 
     /// Feeds one input; appends what the client must see to `out`. Never fails: bad input is
     /// dropped (noted) or ends the run with `RUN_ERROR`.
     pub fn step(&mut self, input: Input, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
-        if self.phase == Phase::Finished {
+        if self.phase == Phase::Ended {
             if matches!(input, Input::Event(_)) {
                 notes.push(Note::Dropped(DropKind::AfterTerminal));
             }
@@ -120,6 +170,11 @@ impl RunSequencer {
         }
         match input {
             Input::Event(event) => self.event(event, out, notes),
+            // Between runs the stream may end, or break, without loss: every run it carried
+            // was ended.
+            Input::UpstreamEnd | Input::UpstreamFailed(_) if !self.run_open() => {
+                self.end_stream(out)
+            }
             Input::UpstreamEnd => self.fail(
                 Failure::new(
                     ErrorCode::UpstreamTruncated,
@@ -132,6 +187,8 @@ impl RunSequencer {
         }
     }
 
+    /// Ends the run with a gateway error; the stream ends with it (the upstream is gone, or
+    /// not to be trusted further).
     fn fail(&mut self, failure: Failure, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
         let error = RunError {
             message: failure.message,
@@ -140,6 +197,53 @@ impl RunSequencer {
             base: EventBase::default(),
         };
         self.event(Event::RunError(error), out, notes);
+        self.phase = Phase::Ended;
+    }
+
+    /// The stream is over between runs: a folded run's held `RUN_FINISHED` goes out now.
+    fn end_stream(&mut self, out: &mut Vec<Event>) {
+        if let Some(finished) = self.held.take() {
+            out.push(Event::RunFinished(finished));
+        }
+        self.phase = Phase::Ended;
+    }
+
+    /// After a run closed: a `RUN_STARTED` opens the next run, a `RUN_ERROR` after
+    /// `RUN_FINISHED` reports the closed run's late failure; anything else is dropped.
+    fn after_close(
+        &mut self,
+        errored: bool,
+        mut event: Event,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        match &mut event {
+            Event::RunStarted(started) => {
+                // Run-scoped tracking does not cross the boundary (1.1 "Several runs").
+                self.open.clear();
+                self.owners = Owners::default();
+                self.finished_subagents.clear();
+                self.begin_run(started, notes);
+                match (self.runs, self.held.take()) {
+                    (Runs::Folded { boundary }, finished) => {
+                        out.push(boundary_event(boundary, finished, event));
+                    }
+                    (Runs::Several, _) => out.push(event),
+                }
+                self.phase = Phase::Running;
+            }
+            Event::RunError(_) if !errored => {
+                // A late failure: the closed run failed after all, and the client must treat it
+                // as failed. Folded, it replaces the held success and ends the stream.
+                self.held = None;
+                out.push(event);
+                self.phase = match self.runs {
+                    Runs::Several => Phase::Closed { errored: true },
+                    Runs::Folded { .. } => Phase::Ended,
+                };
+            }
+            _ => notes.push(Note::Dropped(DropKind::AfterTerminal)),
+        }
     }
 
     /// The open entity `(kind, id)` (steps: in `lane`).
@@ -209,25 +313,77 @@ impl RunSequencer {
     }
 
     fn start_run(&mut self, out: &mut Vec<Event>) {
-        out.push(Event::RunStarted(RunStarted {
-            thread_id: self.ids.thread_id.clone(),
-            run_id: self.ids.run_id.clone(),
-            protocol_version: Some(PROTOCOL_VERSION.to_string()),
+        let mut started = RunStarted {
+            thread_id: String::new(),
+            run_id: String::new(),
+            protocol_version: None,
             parent_run_id: None,
             input: None,
             base: EventBase::default(),
-        }));
+        };
+        self.begin_run(&mut started, &mut Vec::new());
+        out.push(Event::RunStarted(started));
         self.phase = Phase::Running;
     }
 
-    /// Fills or rewrites a run's ids from the request.
-    fn fix_ids(&self, thread_id: &mut String, run_id: &mut String, notes: &mut Vec<Note>) {
-        for (have, want) in [(thread_id, &self.ids.thread_id), (run_id, &self.ids.run_id)] {
-            if have != want && (have.is_empty() || !self.keep_upstream_run_ids) {
-                have.clone_from(want);
+    /// Takes a run's `RUN_STARTED`: remembers the ids the upstream declared, then fills or
+    /// rewrites them. The stream's first run answers the request, so it takes the request's
+    /// ids (unless `keep_upstream_run_ids`); a later run is another run of the same thread and
+    /// keeps its own run id (minted from the request's when it has none).
+    fn begin_run(&mut self, started: &mut RunStarted, notes: &mut Vec<Note>) {
+        self.started += 1;
+        self.declared.thread_id.clone_from(&started.thread_id);
+        self.declared.run_id.clone_from(&started.run_id);
+        let thread = &mut started.thread_id;
+        if *thread != self.ids.thread_id && (thread.is_empty() || !self.keep_upstream_run_ids) {
+            thread.clone_from(&self.ids.thread_id);
+            notes.push(Note::Fixup(Rule::RunIds));
+        }
+        let run = &mut started.run_id;
+        if self.started == 1 {
+            if *run != self.ids.run_id && (run.is_empty() || !self.keep_upstream_run_ids) {
+                run.clone_from(&self.ids.run_id);
+                notes.push(Note::Fixup(Rule::RunIds));
+            }
+        } else if run.is_empty() {
+            *run = format!("{}.run{}", self.ids.run_id, self.started);
+            notes.push(Note::Fixup(Rule::RunIds));
+        }
+        started.protocol_version = Some(PROTOCOL_VERSION.to_string());
+        self.current.thread_id.clone_from(&started.thread_id);
+        self.current.run_id.clone_from(&started.run_id);
+    }
+
+    /// A terminal's ids: absent ones are the run's; ids other than those its `RUN_STARTED`
+    /// declared make it another run's terminal, which no rewrite can make right.
+    fn end_ids(&self, finished: &mut RunFinished, notes: &mut Vec<Note>) -> Result<(), Failure> {
+        let pairs = [
+            (
+                &mut finished.thread_id,
+                &self.declared.thread_id,
+                &self.current.thread_id,
+            ),
+            (
+                &mut finished.run_id,
+                &self.declared.run_id,
+                &self.current.run_id,
+            ),
+        ];
+        for (have, declared, current) in pairs {
+            if !have.is_empty() && !declared.is_empty() && have != declared {
+                return Err(Failure::new(
+                    ErrorCode::UpstreamRunMismatch,
+                    format!(
+                        "the upstream ended run {have:?} inside run {declared:?}; a terminal event must name the run it ends"
+                    ),
+                ));
+            }
+            if have != current {
+                have.clone_from(current);
                 notes.push(Note::Fixup(Rule::RunIds));
             }
         }
+        Ok(())
     }
 
     /// Closes open text messages, reasoning messages and tool calls (not spans, steps or
@@ -266,16 +422,19 @@ impl RunSequencer {
             // Run-level events are never attributed to a subagent (`agui.md` §2.1).
             notes.push(Note::Fixup(Rule::Attribution));
         }
-        if self.phase == Phase::NotStarted {
-            if let Event::RunStarted(started) = &mut event {
-                self.fix_ids(&mut started.thread_id, &mut started.run_id, notes);
-                started.protocol_version = Some(PROTOCOL_VERSION.to_string());
-                self.phase = Phase::Running;
-                out.push(event);
-                return;
+        match self.phase {
+            Phase::NotStarted => {
+                if let Event::RunStarted(started) = &mut event {
+                    self.begin_run(started, notes);
+                    self.phase = Phase::Running;
+                    out.push(event);
+                    return;
+                }
+                notes.push(Note::Fixup(Rule::MissingRunStarted));
+                self.start_run(out);
             }
-            notes.push(Note::Fixup(Rule::MissingRunStarted));
-            self.start_run(out);
+            Phase::Closed { errored } => return self.after_close(errored, event, out, notes),
+            Phase::Running | Phase::Ended => {}
         }
         let pass = match &mut event {
             Event::RunStarted(_) => {
@@ -283,19 +442,31 @@ impl RunSequencer {
                 false
             }
             Event::RunFinished(finished) => {
+                if let Err(failure) = self.end_ids(finished, notes) {
+                    return self.fail(failure, out, notes);
+                }
                 self.close_all(out, notes);
-                self.fix_ids(&mut finished.thread_id, &mut finished.run_id, notes);
                 if matches!(&finished.outcome, Some(RunOutcome::Interrupt { interrupts }) if interrupts.is_empty())
                 {
                     finished.outcome = None;
                     notes.push(Note::Fixup(Rule::Outcome));
                 }
-                self.phase = Phase::Finished;
+                self.phase = Phase::Closed { errored: false };
+                if let Runs::Folded { .. } = self.runs {
+                    // Held until the stream ends or the next run starts.
+                    if let Event::RunFinished(finished) = event {
+                        self.held = Some(finished);
+                    }
+                    return;
+                }
                 true
             }
             Event::RunError(_) => {
                 self.open.clear();
-                self.phase = Phase::Finished;
+                self.phase = match self.runs {
+                    Runs::Several => Phase::Closed { errored: true },
+                    Runs::Folded { .. } => Phase::Ended,
+                };
                 true
             }
             Event::TextMessageStart(e) => {
@@ -332,10 +503,17 @@ impl RunSequencer {
                     .owners
                     .is_renamed_tool(&e.tool_call_id, &e.tool_call_name)
                 {
-                    // A reused id under another tool's name would rewrite the earlier call in the
-                    // client's history: drop the start (its arguments and end follow it out).
-                    notes.push(Note::Dropped(DropKind::DuplicateStart));
-                    return;
+                    // A reused id under another tool's name: the client would rename the earlier
+                    // call and append these arguments to it. No repair keeps both calls whole.
+                    let problem = format!(
+                        "the upstream started tool call {:?} as {:?}, an id it already gave to another tool",
+                        e.tool_call_id, e.tool_call_name
+                    );
+                    return self.fail(
+                        Failure::new(ErrorCode::UpstreamConflict, problem),
+                        out,
+                        notes,
+                    );
                 }
                 self.own(Space::Tool, &e.tool_call_id, &mut e.base, notes);
                 let lane = e.base.subagent_run_id.clone();
@@ -536,6 +714,27 @@ impl RunSequencer {
         }
         closed
     }
+}
+
+/// The `CUSTOM` event that stands for a boundary between folded runs: its value holds the
+/// `RUN_FINISHED` of the run that closed (absent if it closed with nothing held) and the next
+/// run's `RUN_STARTED`, as AG-UI events, so a reader of the client's dialect can restore both.
+fn boundary_event(name: &str, finished: Option<RunFinished>, started: Event) -> Event {
+    let mut value = serde_json::Map::new();
+    if let Some(finished) = finished {
+        value.insert("finished".into(), event_json(&Event::RunFinished(finished)));
+    }
+    value.insert("started".into(), event_json(&started));
+    Event::Custom(Custom {
+        name: name.to_owned(),
+        value: serde_json::Value::Object(value),
+        base: EventBase::default(),
+    })
+}
+
+fn event_json(event: &Event) -> serde_json::Value {
+    // Canonical events always serialise into a value (string keys only).
+    serde_json::to_value(event).unwrap_or_default()
 }
 
 fn lane_base(lane: &Option<String>) -> EventBase {

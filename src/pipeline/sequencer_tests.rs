@@ -102,12 +102,178 @@ fn closes_everything_open_before_run_finished_innermost_first() {
 }
 
 #[test]
-fn first_terminal_wins_and_nothing_follows() {
+fn after_an_error_only_a_new_run_may_follow() {
     let out = run(events(vec![
         json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
         json!({"type":"RUN_ERROR","message":"boom"}),
         json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
         json!({"type":"CUSTOM","name":"late","value":1}),
+        json!({"type":"RUN_ERROR","message":"again"}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r2"}),
+    ]));
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "RUN_ERROR", "RUN_STARTED", "RUN_FINISHED"]
+    );
+    assert_eq!(out[2]["runId"], "r2", "a later run keeps its own id");
+    assert_eq!(out[3]["runId"], "r2");
+}
+
+#[test]
+fn a_late_error_follows_a_finished_run_and_then_nothing_but_a_new_run() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        json!({"type":"CUSTOM","name":"stray","value":1}),
+        json!({"type":"RUN_ERROR","message":"flush failed","code":"E"}),
+        json!({"type":"RUN_ERROR","message":"twice"}),
+    ]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"]);
+    assert_eq!(out[2]["message"], "flush failed");
+}
+
+#[test]
+fn runs_are_tracked_apart_and_the_stream_ends_cleanly_between_runs() {
+    let mut inputs = events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"up-1"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"up-1"}),
+        // The same message id in the next run is a new message there: nothing is open.
+        json!({"type":"RUN_STARTED","threadId":"t","runId":""}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        json!({"type":"RUN_FINISHED","threadId":"","runId":""}),
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    let out = run(inputs);
+    assert_eq!(
+        types(&out),
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED",
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    // The first run answers the request; the second, without an id, gets one minted from it.
+    assert_eq!(out[0]["runId"], ids().run_id);
+    assert_eq!(out[3]["runId"], ids().run_id);
+    let second = format!("{}.run2", ids().run_id);
+    assert_eq!(out[4]["runId"], second.as_str());
+    assert_eq!(out[7]["runId"], second.as_str());
+}
+
+#[test]
+fn a_failure_between_runs_ends_the_stream_without_an_error() {
+    let mut seq = RunSequencer::new(ids());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for input in events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+    ]) {
+        seq.step(input, &mut out, &mut notes);
+    }
+    assert!(!seq.is_finished() && !seq.run_open());
+    let failure = Failure::new(ErrorCode::UpstreamIdleTimeout, "quiet");
+    seq.step(Input::UpstreamFailed(failure), &mut out, &mut notes);
+    assert!(seq.is_finished());
+    assert_eq!(out.len(), 2, "{out:?}");
+}
+
+#[test]
+fn a_terminal_naming_another_run_ends_the_run_as_a_mismatch() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"up-1"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"up-2"}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"up-3"}),
+    ]));
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "TEXT_MESSAGE_START", "RUN_ERROR"]
+    );
+    assert_eq!(out[2]["code"], "UPSTREAM_RUN_MISMATCH");
+}
+
+#[test]
+fn a_tool_call_id_reused_under_another_name_is_a_conflict() {
+    let out = run(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"search"}),
+        json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"delete"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+    ]));
+    assert_eq!(
+        types(&out),
+        [
+            "RUN_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_END",
+            "RUN_ERROR"
+        ]
+    );
+    assert_eq!(out[3]["code"], "UPSTREAM_CONFLICT");
+}
+
+/// A client that takes one run per stream: later runs fold into it.
+fn folded(inputs: Vec<Input>) -> Vec<serde_json::Value> {
+    let mut seq = RunSequencer::new(ids()).runs(Runs::Folded { boundary: "x.run" });
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for input in inputs {
+        seq.step(input, &mut out, &mut notes);
+    }
+    assert!(seq.is_finished(), "the stream did not end");
+    out.iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
+
+#[test]
+fn folded_runs_become_one_with_a_boundary_that_keeps_both_events() {
+    let mut inputs = events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"n":1}}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r2","outcome":{"type":"cancelled"}}),
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    let out = folded(inputs);
+    assert_eq!(
+        types(&out),
+        [
+            "RUN_STARTED",
+            "CUSTOM",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(out[1]["name"], "x.run");
+    assert_eq!(out[1]["value"]["finished"]["result"], json!({"n":1}));
+    assert_eq!(out[1]["value"]["started"]["runId"], "r2");
+    assert_eq!(out[4]["outcome"], json!({"type":"cancelled"}));
+    assert_eq!(out[4]["runId"], "r2");
+}
+
+#[test]
+fn folded_a_late_error_replaces_the_held_finish_and_an_error_ends_the_stream() {
+    let out = folded(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_ERROR","message":"late"}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
+    ]));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    let out = folded(events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_ERROR","message":"boom"}),
         json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
     ]));
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
@@ -247,7 +413,7 @@ fn chunks_never_pass() {
 }
 
 pub(crate) fn assert_legal(out: &[Event]) {
-    if let Err(v) = crate::pipeline::verify::verify_run(out) {
+    if let Err(v) = crate::pipeline::verify::verify_stream(out) {
         let types: Vec<_> = out.iter().map(|e| e.event_type().as_str()).collect();
         panic!("{v}: {types:?}");
     }

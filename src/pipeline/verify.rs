@@ -2,7 +2,8 @@
 //! the one it does not check itself: exactly one terminal event, last. Tests use it to prove the
 //! sequencer's guarantee on any input; it is also handy when debugging a recorded stream.
 //!
-//! Checked: `RUN_STARTED` first; one terminal, last; starts, continuations and ends of text
+//! [`verify_stream`] checks a stream of several runs, each with [`verify_run`]. Checked per run:
+//! `RUN_STARTED` first; one terminal, last; starts, continuations and ends of text
 //! messages, tool calls, reasoning messages and spans, steps (per subagent lane) and subagents;
 //! nothing open at `RUN_FINISHED`; no chunks; attribution (an event's `subagentRunId`, when
 //! present, matches the owner of the id it refers to, for the whole run); no `subagentRunId` on
@@ -38,6 +39,38 @@ fn patch_problem(ops: &[JsonPatchOp]) -> Option<String> {
         .flat_map(|op| std::iter::once(&op.path).chain(op.from.as_ref()))
         .find(|p| !valid_pointer(p))
         .map(|p| format!("invalid JSON pointer {p:?}"))
+}
+
+/// Checks a stream of one or more runs (AG-UI 1.1 "Several runs on one stream"): each run is
+/// legal on its own ([`verify_run`]; a `RUN_ERROR` right after a `RUN_FINISHED` is that run's
+/// late failure), the next begins with `RUN_STARTED`, and the stream ends with a terminal.
+pub fn verify_stream(events: &[Event]) -> Result<(), Violation> {
+    let mut start = 0;
+    while start < events.len() {
+        let Some(end) = events[start..].iter().position(Event::is_terminal) else {
+            return Err(Violation {
+                index: events.len(),
+                problem: "the stream must end with a terminal event".into(),
+            });
+        };
+        let end = start + end;
+        verify_run(&events[start..=end]).map_err(|v| Violation {
+            index: start + v.index,
+            problem: v.problem,
+        })?;
+        let late = matches!(
+            (&events[end], events.get(end + 1)),
+            (Event::RunFinished(_), Some(Event::RunError(_)))
+        );
+        start = end + 1 + usize::from(late);
+    }
+    if events.is_empty() {
+        return Err(Violation {
+            index: 0,
+            problem: "the first event must be RUN_STARTED".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Checks one run; see the module docs.

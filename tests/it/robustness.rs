@@ -15,7 +15,7 @@ use dialect_proxy::error::ErrorCode;
 use dialect_proxy::event::Event;
 use dialect_proxy::event::RunIds;
 use dialect_proxy::mapping::AguiAliases;
-use dialect_proxy::pipeline::verify::verify_run;
+use dialect_proxy::pipeline::verify::verify_stream;
 use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 use support::random::{structured_stream, Rng};
 
@@ -112,7 +112,7 @@ fn assert_ends_well(output: &[u8], context: &str) {
             })
         })
         .collect();
-    if let Err(v) = verify_run(&events) {
+    if let Err(v) = verify_stream(&events) {
         let types: Vec<_> = events.iter().map(|e| e.event_type().as_str()).collect();
         panic!("{context}: {v}\n{types:?}");
     }

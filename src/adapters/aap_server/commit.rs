@@ -308,6 +308,8 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let mut pipeline = Pipeline::from_parts(reader, writer, PipelineOptions::new(ids));
         let mut out = BytesMut::new();
         pipeline.push(RUN, &mut out);
+        // A turn's stop waits for the upstream's end (a second run may follow the first).
+        pipeline.end(&mut out);
         assert!(pipeline.is_finished());
         (id, pipeline)
     }

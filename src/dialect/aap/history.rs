@@ -298,6 +298,7 @@ fn assistant_from_aap(
                     arguments: Value::Object(input).to_string(),
                 },
                 encrypted_value: None,
+                encrypted_value_type: None,
                 metadata: None,
             }),
             // An assistant cannot show images in canonical text; their URL is kept as text.

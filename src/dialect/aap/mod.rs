@@ -52,3 +52,7 @@ pub const REDACTED: &str = "***";
 
 /// The protocol version the gateway speaks (`GET /meta` → `version`).
 pub const PROTOCOL_VERSION: u32 = 3;
+
+/// The canonical `CUSTOM` name of a boundary between two upstream runs folded into one turn
+/// (`dialect::Runs::Folded`).
+pub const RUN_BOUNDARY: &str = "aap.run";

@@ -173,6 +173,7 @@ impl Transcript {
                             arguments: String::new(),
                         },
                         encrypted_value: None,
+                        encrypted_value_type: None,
                         metadata: None,
                     });
                 }

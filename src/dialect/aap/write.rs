@@ -553,6 +553,14 @@ impl crate::dialect::codec::Writer for AapWriter {
     fn is_stream(&self) -> bool {
         self.options.mode != StreamMode::None
     }
+
+    /// A turn has one stop: the upstream's runs fold into it, and its `turn_stop` reports how
+    /// the last one ended (or the first failure).
+    fn runs(&self) -> crate::dialect::Runs {
+        crate::dialect::Runs::Folded {
+            boundary: super::RUN_BOUNDARY,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -182,6 +182,7 @@ fn call_view_shows_the_tool_a_confirm_call_names() {
             arguments: args.into(),
         },
         encrypted_value: None,
+        encrypted_value_type: None,
         metadata: None,
     };
     let client = ["confirmAction".to_owned()];

@@ -18,7 +18,7 @@ pub use fix::Timestamps;
 pub use options::ReaderOptions;
 pub use read::AguiReader;
 pub use request::{read_request, write_request, RequestProfile};
-pub use write::{AguiWriter, UnknownFields};
+pub use write::{AguiWriter, ProtocolVersion, UnknownFields};
 
 /// A route's AG-UI options: the reader's repairs (also used by the HAI reader, which reads the
 /// events HAI shares with AG-UI through it), the writer's handling of unknown fields, and the
@@ -27,5 +27,7 @@ pub use write::{AguiWriter, UnknownFields};
 pub struct AguiOptions {
     pub reader: ReaderOptions,
     pub unknown_fields: UnknownFields,
+    /// The version the writer emits and declares.
+    pub protocol_version: ProtocolVersion,
     pub request_profile: RequestProfile,
 }

@@ -68,9 +68,9 @@ impl AguiReader {
         if self.fast_path && self.held_args.is_empty() {
             if let Some(event) = fast::canonical_event(&sse.data, self.options) {
                 let first = out.len();
-                self.chunks.push(event, &mut self.mint, out, notes);
+                let pushed = self.chunks.push(event, &mut self.mint, out, notes);
                 self.track_open_text(&out[first..]);
-                return Ok(());
+                return pushed;
             }
         }
         match serde_json::from_slice::<Value>(&sse.data) {
@@ -111,12 +111,15 @@ impl AguiReader {
         let first = out.len();
         let mut scratch = std::mem::take(&mut self.scratch);
         let resolved = self.resolve(map, sse_name, &mut scratch, notes);
+        let mut expanded = Ok(());
         for event in scratch.drain(..) {
-            self.chunks.push(event, &mut self.mint, out, notes);
+            if expanded.is_ok() {
+                expanded = self.chunks.push(event, &mut self.mint, out, notes);
+            }
         }
         self.scratch = scratch;
         self.track_open_text(&out[first..]);
-        resolved
+        expanded.and(resolved)
     }
 
     /// One object in, zero or more canonical (possibly chunk) events out.
@@ -209,7 +212,7 @@ impl AguiReader {
             }
             EventType::RunFinished => {
                 missing_run_ids(map, notes);
-                fix_outcome(map, &self.aliases, notes);
+                fix_outcome(map, &self.aliases, notes)?;
                 self.held_args.flush_all(out);
             }
             EventType::ToolCallChunk => {
@@ -486,14 +489,39 @@ fn tool_call_id(map: &Map<String, Value>) -> String {
         .to_owned()
 }
 
-/// Row 27: an unknown outcome type, or an interrupt without interrupts, reads as success.
-fn fix_outcome(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut Vec<Note>) {
-    let Some(Value::Object(outcome)) = map.get_mut("outcome") else {
-        if map.contains_key("outcome") {
+/// Row 27, as AG-UI 1.1 has it: an outcome whose `type` is a string the schema does not
+/// describe is an unrecognised union member, stripped (the run reads as success); an outcome of
+/// the wrong shape (not an object, no string `type`, an interrupt without a non-empty list of
+/// interrupt objects) is a malformed known value, fatal rather than read as a success that
+/// would lose what the producer meant. A `null` outcome is a tolerated legacy absence.
+fn fix_outcome(
+    map: &mut Map<String, Value>,
+    aliases: &AguiAliases,
+    notes: &mut Vec<Note>,
+) -> Result<(), Failure> {
+    let outcome = match map.get_mut("outcome") {
+        None => return Ok(()),
+        Some(Value::Null) => {
             map.remove("outcome");
             notes.push(Note::Fixup(Rule::Outcome));
+            return Ok(());
         }
-        return;
+        Some(Value::Object(outcome)) => outcome,
+        // The protobuf binding flattens the outcome into its type name: the two outcomes
+        // without fields read back whole, an interrupt's interrupts are lost.
+        Some(Value::String(ty)) if ty != "interrupt" => {
+            match ty.as_str() {
+                "cancelled" => {
+                    map.insert("outcome".into(), serde_json::json!({"type": "cancelled"}));
+                }
+                _ => {
+                    map.remove("outcome");
+                }
+            }
+            notes.push(Note::Fixup(Rule::Outcome));
+            return Ok(());
+        }
+        Some(other) => return Err(invalid_outcome(&format!("is {}", json_kind(other)))),
     };
     fix::snake_keys(outcome, aliases, notes);
     if let Some(Value::Array(interrupts)) = outcome.get_mut("interrupts") {
@@ -501,17 +529,40 @@ fn fix_outcome(map: &mut Map<String, Value>, aliases: &AguiAliases, notes: &mut 
             fix::snake_keys(interrupt, aliases, notes);
         }
     }
-    let keep = match outcome.get("type").and_then(Value::as_str) {
-        Some("success" | "cancelled") => true,
-        Some("interrupt") => outcome
-            .get("interrupts")
-            .and_then(Value::as_array)
-            .is_some_and(|list| !list.is_empty()),
-        _ => false,
-    };
-    if !keep {
-        map.remove("outcome");
-        notes.push(Note::Fixup(Rule::Outcome));
+    match outcome.get("type") {
+        Some(Value::String(ty)) if ty == "success" || ty == "cancelled" => Ok(()),
+        Some(Value::String(ty)) if ty == "interrupt" => match outcome.get("interrupts") {
+            Some(Value::Array(list)) if !list.is_empty() && list.iter().all(Value::is_object) => {
+                Ok(())
+            }
+            _ => Err(invalid_outcome(
+                "is an interrupt without a non-empty list of interrupts",
+            )),
+        },
+        Some(Value::String(_)) => {
+            map.remove("outcome");
+            notes.push(Note::Fixup(Rule::Outcome));
+            Ok(())
+        }
+        _ => Err(invalid_outcome("has no string `type`")),
+    }
+}
+
+fn invalid_outcome(what: &str) -> Failure {
+    Failure::new(
+        ErrorCode::UpstreamInvalidOutcome,
+        format!("the upstream's RUN_FINISHED outcome {what}; the run's ending cannot be known"),
+    )
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

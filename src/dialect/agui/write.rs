@@ -1,10 +1,15 @@
-//! The strict AG-UI 1.0 writer (`agui.md` §1, §6.1, §9): what it emits passes
-//! `@ag-ui/client` 1.0.0 without a warning.
+//! The strict AG-UI writer (`agui.md` §1, §6.1, §9): what it emits passes `@ag-ui/client` 1.0.0
+//! without a warning when it declares 1.0.
 //!
 //! The canonical types already rule out nulls, fractional timestamps and chunks; what is left
-//! for the writer is the one thing 1.0 forbids that the model keeps: fields it does not know.
-//! They move under `metadata.upstream` (nothing a producer added is lost, and `metadata` is the
-//! protocol's place for extension data) or are dropped, per [`UnknownFields`].
+//! for the writer is the one thing a version forbids that the model keeps: fields it does not
+//! know. They move under `metadata.upstream` (nothing a producer added is lost, and `metadata`
+//! is the protocol's place for extension data) or are dropped, per [`UnknownFields`].
+//!
+//! It declares the version it emits on every `RUN_STARTED` ([`ProtocolVersion`], AG-UI 1.1
+//! "Version negotiation": a translating proxy declares what it emits, not what its upstream
+//! spoke). 1.1 only adds `encryptedValueType` beside every `encryptedValue`: declaring 1.1 it
+//! stays in place; declaring 1.0 it is an unknown field like any other.
 
 use bytes::BytesMut;
 use serde_json::{Map, Value};
@@ -22,15 +27,46 @@ pub enum UnknownFields {
     Drop,
 }
 
+/// The AG-UI version a writer emits and declares (`[routes.agui] protocol_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProtocolVersion {
+    /// What `@ag-ui/client` 1.0.0 accepts without a warning.
+    #[default]
+    V1_0,
+    V1_1,
+}
+
+impl ProtocolVersion {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProtocolVersion::V1_0 => "1.0",
+            ProtocolVersion::V1_1 => "1.1",
+        }
+    }
+}
+
+/// The one field 1.1 adds (beside every `encryptedValue`).
+const ENCRYPTED_VALUE_TYPE: &str = "encryptedValueType";
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct AguiWriter {
     unknown_fields: UnknownFields,
+    version: ProtocolVersion,
 }
 
 impl AguiWriter {
     pub fn new(unknown_fields: UnknownFields) -> AguiWriter {
-        AguiWriter { unknown_fields }
+        AguiWriter {
+            unknown_fields,
+            version: ProtocolVersion::default(),
+        }
+    }
+
+    /// Emits and declares `version`.
+    pub fn with_version(mut self, version: ProtocolVersion) -> AguiWriter {
+        self.version = version;
+        self
     }
 
     /// Appends `data: <json>\n\n` for one canonical event.
@@ -40,9 +76,13 @@ impl AguiWriter {
         }
         let base = event.base_mut();
         if !base.extra.is_empty() {
-            let extra = base.extra.take();
-            if self.unknown_fields == UnknownFields::Metadata {
+            let mut extra = base.extra.take();
+            let kept = self.keep_known(&mut extra);
+            if self.unknown_fields == UnknownFields::Metadata && !extra.is_empty() {
                 fold_into(extra, base.metadata.get_or_insert_with(Box::default));
+            }
+            if let Some(kept) = kept {
+                base.extra.insert(ENCRYPTED_VALUE_TYPE.into(), kept);
             }
         }
         match &mut event {
@@ -52,6 +92,7 @@ impl AguiWriter {
                 }
             }
             Event::RunStarted(started) => {
+                started.protocol_version = Some(self.version.as_str().to_owned());
                 if let Some(input) = started.input.as_mut() {
                     input.extra.clear();
                     for message in &mut input.messages {
@@ -68,12 +109,37 @@ impl AguiWriter {
     }
 
     fn fold_message(&self, message: &mut Message) {
-        let (extra, metadata) = message.extra_and_metadata();
+        if let (Message::Assistant(m), ProtocolVersion::V1_0) = (&mut *message, self.version) {
+            for call in m.tool_calls.iter_mut().flatten() {
+                if let Some(kind) = call.encrypted_value_type.take() {
+                    if self.unknown_fields == UnknownFields::Metadata {
+                        let mut extra = Map::new();
+                        extra.insert(ENCRYPTED_VALUE_TYPE.into(), kind.into());
+                        fold_into(extra, call.metadata.get_or_insert_with(Map::new));
+                    }
+                }
+            }
+        }
+        let (extra, _) = message.extra_and_metadata();
         if !extra.is_empty() {
-            let extra = std::mem::take(extra);
-            if self.unknown_fields == UnknownFields::Metadata {
+            let mut extra = std::mem::take(extra);
+            let kept = self.keep_known(&mut extra);
+            let (extra_slot, metadata) = message.extra_and_metadata();
+            if self.unknown_fields == UnknownFields::Metadata && !extra.is_empty() {
                 fold_into(extra, metadata.get_or_insert_with(Map::new));
             }
+            if let Some(kept) = kept {
+                extra_slot.insert(ENCRYPTED_VALUE_TYPE.into(), kept);
+            }
+        }
+    }
+
+    /// Takes out of `extra` what the declared version describes (1.1: `encryptedValueType`),
+    /// so it stays where the producer put it.
+    fn keep_known(&self, extra: &mut Map<String, Value>) -> Option<Value> {
+        match self.version {
+            ProtocolVersion::V1_1 => extra.shift_remove(ENCRYPTED_VALUE_TYPE),
+            ProtocolVersion::V1_0 => None,
         }
     }
 }

@@ -38,6 +38,10 @@ pub mod custom {
     pub const EVENT: &str = "hai.event";
     /// A HAI `CUSTOM` whose own name starts with `hai.`.
     pub const CUSTOM: &str = "hai.custom";
+    /// A boundary between two runs of one upstream stream, folded into the one run a HAI
+    /// stream carries: `{finished?: RUN_FINISHED, started: RUN_STARTED}` (AG-UI events). A
+    /// HAI client ignores it; the gateway's HAI reader restores both events.
+    pub const RUN: &str = "hai.run";
 }
 
 /// How a business `delta` is written (`hai.md` §9, `hai.delta_encoding`).

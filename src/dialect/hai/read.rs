@@ -200,6 +200,18 @@ impl HaiReader {
             }
             "CUSTOM" => {
                 let name = map.get("name").and_then(Value::as_str).unwrap_or_default();
+                if name == custom::RUN && map.get("value").is_some_and(Value::is_object) {
+                    // A boundary between two runs a HAI stream folded into one: both events
+                    // come back, so a stream of several runs crosses a HAI hop whole.
+                    if let Some(Value::Object(mut boundary)) = map.shift_remove("value") {
+                        for key in ["finished", "started"] {
+                            if let Some(event @ Value::Object(_)) = boundary.shift_remove(key) {
+                                self.agui.read_value(event, None, out, notes)?;
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
                 if name.starts_with("hai.") {
                     // The `hai.` namespace is the gateway's own inside AG-UI: escape it.
                     let mut value = Map::new();

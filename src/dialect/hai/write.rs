@@ -98,7 +98,12 @@ impl HaiWriter {
                     }
                 }
                 self.close_all(out, ts);
-                let fields = self.run_fields(&e.base);
+                let mut fields = self.run_fields(&e.base);
+                if self.options.run_ids {
+                    // The run's own ids: after folded runs (`hai.run`), the last run's.
+                    fields.insert("threadId".into(), e.thread_id.into());
+                    fields.insert("runId".into(), e.run_id.into());
+                }
                 self.frame(out, "RUN_FINISHED", fields, ts);
             }
             Event::RunError(e) => {
@@ -612,6 +617,12 @@ impl crate::dialect::codec::Writer for HaiWriter {
 
     fn set_now(&mut self, now_ms: i64) {
         HaiWriter::set_now(self, now_ms);
+    }
+
+    fn runs(&self) -> crate::dialect::Runs {
+        crate::dialect::Runs::Folded {
+            boundary: custom::RUN,
+        }
     }
 }
 
