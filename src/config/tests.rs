@@ -1,5 +1,5 @@
 use super::*;
-use crate::dialect::agui::{ReaderOptions, Timestamps, UnknownFields};
+use crate::dialect::agui::{ProtocolVersion, ReaderOptions, Timestamps, UnknownFields};
 use crate::dialect::Dialect;
 use toml::Spanned;
 
@@ -96,6 +96,7 @@ unknown_fields = "drop"
 timestamps = "passthrough"
 system_exception = "passthrough"
 content_parts = "legacy_binary"
+protocol_version = "1.1"
 [routes.limits]
 heartbeat_interval = "1s"
 max_event_bytes = 4096
@@ -117,7 +118,13 @@ max_event_bytes = 4096
     assert_eq!(root.reader.timestamps, Timestamps::Passthrough);
     assert!(root.reader.system_exception_passthrough && !root.reader.drop_unrooted_patches);
     assert!(root.request_profile.legacy_binary_parts && !root.request_profile.tool_content_as_text);
+    assert_eq!(root.protocol_version, ProtocolVersion::V1_1);
     assert_eq!(a.reader, ReaderOptions::default());
+    assert_eq!(
+        a.protocol_version,
+        ProtocolVersion::V1_0,
+        "1.0 unless a route says 1.1"
+    );
 }
 
 #[test]
@@ -137,6 +144,7 @@ upstream = "http://127.0.0.1:9001/"
 idle_timeout = "forever"
 [routes.agui]
 tool_content = "text"
+protocol_version = "2.0"
 "#,
     )
     .unwrap_err()
@@ -151,6 +159,12 @@ tool_content = "text"
         "{err}"
     );
     assert!(err.contains(":14:16: routes[1].agui.tool_content: unknown value \"text\" (expected parts or string)"), "{err}");
+    assert!(
+        err.contains(
+            "routes[1].agui.protocol_version: unknown value \"2.0\" (expected 1.0 or 1.1)"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

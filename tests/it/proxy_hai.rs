@@ -450,3 +450,74 @@ async fn a_hai_client_leaving_cancels_the_upstream() {
     );
     assert!(gateway.is_running());
 }
+
+/// Several AG-UI runs on one stream cross a HAI hop whole: the HAI face folds them into the
+/// one run a HAI stream carries, each boundary a `CUSTOM hai.run`, and a gateway that reads
+/// that HAI stream as its upstream gives the AG-UI client both runs back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_runs_cross_a_hai_hop_whole() {
+    let agui = [
+        json!({"type":"RUN_STARTED","threadId":THREAD,"runId":RUN}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"first run"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m1"}),
+        json!({"type":"RUN_FINISHED","threadId":THREAD,"runId":RUN,"result":{"n":1},
+               "outcome":{"type":"cancelled"}}),
+        json!({"type":"RUN_STARTED","threadId":THREAD,"runId":"run-hai-2"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"second run"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m2"}),
+        json!({"type":"RUN_FINISHED","threadId":THREAD,"runId":"run-hai-2"}),
+    ];
+    let upstream = ScriptedUpstream::with_script(Script::sse_json(&agui)).await;
+    let face = hai_gateway(&upstream, &[]);
+
+    // A HAI client sees one run, the boundary as a CUSTOM it may ignore.
+    let hai = hai_run(
+        &face,
+        hai_request(json!([{"id":"u1","role":"user","content":"hi"}])),
+    )
+    .await;
+    let count = |ty: &str| hai.iter().filter(|e| e["type"] == ty).count();
+    assert_eq!((count("RUN_STARTED"), count("RUN_FINISHED")), (1, 1));
+    let boundary = hai
+        .iter()
+        .find(|e| e["type"] == "CUSTOM")
+        .expect("a boundary");
+    assert_eq!(boundary["name"], "hai.run");
+    assert_eq!(hai.last().unwrap()["runId"], "run-hai-2");
+
+    // A gateway reading the HAI face restores both runs for its AG-UI client.
+    let face_url = format!("{}/chat", face.url());
+    let outer = Gateway::spawn(&[
+        "--client",
+        "ag-ui",
+        "--upstream",
+        &face_url,
+        "--upstream-dialect",
+        "hai",
+    ]);
+    let body = json!({"threadId":THREAD,"runId":RUN,"state":{},"tools":[],"context":[],
+        "forwardedProps":{},"messages":[{"id":"u1","role":"user","content":"hi"}]});
+    let mut response = send(outer.addr, &Request::post_json("/", body.to_string())).await;
+    assert_eq!(response.status, 200);
+    let events = response.events_to_end().await;
+    let types = event_types(&events);
+    let runs: Vec<usize> = (0..types.len())
+        .filter(|&i| types[i] == "RUN_STARTED")
+        .collect();
+    assert_eq!(runs.len(), 2, "{types:?}");
+    let first_end = &events[runs[1] - 1];
+    assert_eq!(first_end["type"], "RUN_FINISHED", "{types:?}");
+    assert_eq!(first_end["result"], json!({"n":1}));
+    assert_eq!(first_end["outcome"], json!({"type":"cancelled"}));
+    assert_eq!(events[runs[1]]["runId"], "run-hai-2");
+    assert_eq!(types.last().map(String::as_str), Some("RUN_FINISHED"));
+    assert_eq!(events.last().unwrap()["runId"], "run-hai-2");
+    let text: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text.concat(), "first runsecond run");
+}

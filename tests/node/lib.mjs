@@ -48,13 +48,29 @@ export function captureConsole() {
   return lines;
 }
 
-/** The checks the client itself does not make, for the events of ONE run / stream. */
+/**
+ * The checks the client itself does not make, for the events of one stream. AG-UI 1.1 lets a
+ * stream carry several runs in sequence: it is split at each RUN_STARTED that follows a
+ * terminal event, and each run is checked on its own.
+ */
 export function sequenceProblems(types, label, { allowLoneRunError = false } = {}) {
-  const problems = [];
   if (types.length === 0) {
-    problems.push(`${label}: no events at all (empty stream)`);
-    return problems;
+    return [`${label}: no events at all (empty stream)`];
   }
+  const runs = [[]];
+  types.forEach((t, i) => {
+    if (t === "RUN_STARTED" && i > 0 && TERMINAL.has(types[i - 1])) runs.push([]);
+    runs.at(-1).push(t);
+  });
+  return runs.flatMap((run, i) =>
+    runProblems(run, runs.length > 1 ? `${label} (run ${i + 1} of the stream)` : label, {
+      allowLoneRunError,
+    }),
+  );
+}
+
+function runProblems(types, label, { allowLoneRunError }) {
+  const problems = [];
   const loneRunError = types.length === 1 && types[0] === "RUN_ERROR";
   if (types[0] !== "RUN_STARTED" && !(allowLoneRunError && loneRunError)) {
     problems.push(`${label}: first event is '${types[0]}', expected 'RUN_STARTED'`);
