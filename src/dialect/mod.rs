@@ -146,6 +146,12 @@ macro_rules! dialects {
                     $(AnyWriter::$variant(w) => Writer::set_now(&mut **w, now_ms),)+
                 }
             }
+
+            fn take_notes(&mut self, notes: &mut Vec<Note>) {
+                match self {
+                    $(AnyWriter::$variant(w) => Writer::take_notes(&mut **w, notes),)+
+                }
+            }
         }
     };
 }

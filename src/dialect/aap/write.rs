@@ -553,6 +553,10 @@ impl crate::dialect::codec::Writer for AapWriter {
     fn is_stream(&self) -> bool {
         self.options.mode != StreamMode::None
     }
+
+    fn take_notes(&mut self, notes: &mut Vec<crate::event::Note>) {
+        self.transcript.take_notes(notes);
+    }
 }
 
 #[cfg(test)]
