@@ -354,11 +354,12 @@ pub fn patch_is_canonical(ops: &[crate::event::JsonPatchOp]) -> bool {
 }
 
 /// Row 13's detection: some op's path (or, on move/copy, `from`) is non-empty and lacks its
-/// leading `/`.
+/// leading `/`. An op of an unknown kind is not judged: it leaves the patch anyway.
 pub fn has_unrooted_path(value: &Value) -> bool {
     let single = std::slice::from_ref(value);
     let ops = value.as_array().map_or(single, Vec::as_slice);
-    ops.iter().filter_map(Value::as_object).any(|op| {
+    let known = ops.iter().filter(|op| !strip::is_unknown_op(op));
+    known.filter_map(Value::as_object).any(|op| {
         pointer_members(op).iter().any(|k| {
             op.get(*k)
                 .and_then(Value::as_str)

@@ -1700,6 +1700,25 @@ fn an_unknown_patch_op_leaves_its_patch_and_the_other_ops_stay() {
 /// An empty patch is a valid no-op (1.1 schema, `JsonPatch`) and the list rule keeps the list:
 /// the event stays. For `ACTIVITY_DELTA` it still carries the activity's type, which a delta
 /// may change.
+/// With `state_path_repair = "drop_event"`, an unrooted path drops the event, but not the path
+/// of an op that leaves the patch anyway.
+#[test]
+fn an_unknown_op_does_not_cost_its_patch_an_unrooted_path_drop() {
+    let strict = ReaderOptions {
+        drop_unrooted_patches: true,
+        ..ReaderOptions::default()
+    };
+    let event = json!({"type":"STATE_DELTA","delta":[
+        {"op":"increment","path":"count"},
+        {"op":"replace","path":"/status","value":"done"}]});
+    assert_eq!(
+        read_with(strict, &[event]),
+        vec![
+            json!({"type":"STATE_DELTA","delta":[{"op":"replace","path":"/status","value":"done"}]})
+        ]
+    );
+}
+
 #[test]
 fn a_patch_left_empty_keeps_its_event() {
     let (out, notes) = read_one(json!({"type":"STATE_DELTA","delta":[{"op":"merge","path":""}]}));

@@ -44,10 +44,15 @@ fn unknown<'a>(value: &'a Value, key: &str, known: &[&str]) -> Option<&'a str> {
         .filter(|name| !known.contains(name))
 }
 
+/// True for an operation whose `op` is a string RFC 6902 does not define.
+pub fn is_unknown_op(op: &Value) -> bool {
+    unknown(op, "op", PATCH_OPS).is_some()
+}
+
 /// Drops the operations of a patch whose `op` RFC 6902 does not define.
 pub fn patch_ops(ops: &mut Vec<Value>, notes: &mut Vec<Note>) {
     ops.retain(|op| {
-        let keep = unknown(op, "op", PATCH_OPS).is_none();
+        let keep = !is_unknown_op(op);
         if !keep {
             notes.push(Note::Dropped(DropKind::UnknownPatchOp));
         }
