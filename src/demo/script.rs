@@ -363,5 +363,6 @@ fn patch(op: PatchOpKind, path: &str, value: serde_json::Value) -> JsonPatchOp {
         path: path.to_owned(),
         from: None,
         value: Some(value),
+        extra: Default::default(),
     }
 }

@@ -72,6 +72,10 @@ pub trait Writer: Send + Unpin {
     /// The time for the events of the next upstream chunk, in milliseconds since the epoch.
     fn set_now(&mut self, _now_ms: i64) {}
 
+    /// Moves what the writer noted since the last call into `notes`: what it had to leave
+    /// aside while writing (a state patch that does not apply to the state it keeps).
+    fn take_notes(&mut self, _notes: &mut Vec<Note>) {}
+
     /// How the client's dialect takes a stream that carries several runs.
     fn runs(&self) -> Runs {
         Runs::Several

@@ -152,6 +152,12 @@ macro_rules! dialects {
                     $(AnyWriter::$variant(w) => w.runs(),)+
                 }
             }
+
+            fn take_notes(&mut self, notes: &mut Vec<Note>) {
+                match self {
+                    $(AnyWriter::$variant(w) => Writer::take_notes(&mut **w, notes),)+
+                }
+            }
         }
     };
 }

@@ -144,6 +144,21 @@ pub enum DropKind {
     NotAnObject,
     /// Information that could not be carried over intact (a repair that loses detail).
     Lossy,
+    /// A JSON Patch operation whose `op` RFC 6902 does not define, removed from its patch; the
+    /// other operations are kept (AG-UI 1.1: an unrecognised list element is dropped).
+    UnknownPatchOp,
+    /// A content part of a type AG-UI does not describe, removed from its message or tool
+    /// result; the other parts are kept.
+    UnknownContentPart,
+    /// A media part whose `source` is of a kind AG-UI does not describe: the source is
+    /// required, so the whole part is removed.
+    UnknownPartSource,
+    /// A message of a role AG-UI does not describe, removed from its snapshot; the other
+    /// messages are kept.
+    UnknownMessageRole,
+    /// A well-formed state patch that does not apply to the state the gateway keeps: skipped,
+    /// the prior state kept (AG-UI 1.1, "when a patch does not apply").
+    PatchNotApplied,
 }
 
 impl DropKind {
@@ -157,6 +172,57 @@ impl DropKind {
             DropKind::EndMarker => "end_marker",
             DropKind::NotAnObject => "not_an_object",
             DropKind::Lossy => "lossy",
+            DropKind::UnknownPatchOp => "unknown_patch_op",
+            DropKind::UnknownContentPart => "unknown_content_part",
+            DropKind::UnknownPartSource => "unknown_part_source",
+            DropKind::UnknownMessageRole => "unknown_message_role",
+            DropKind::PatchNotApplied => "patch_not_applied",
         }
+    }
+
+    /// For a drop that loses content a reader would have seen, what was lost and why, for the
+    /// developer (AG-UI 1.1 versioning: a lossy translation must say so); `None` for a drop
+    /// that loses nothing (a marker, a duplicate, what came after the end).
+    pub const fn lost(self) -> Option<&'static str> {
+        Some(match self {
+            DropKind::UnknownType => {
+                "an upstream event of a type neither AG-UI nor any dialect rule describes was \
+                 dropped; an agent speaking a newer protocol needs a gateway that knows it"
+            }
+            DropKind::InvalidEvent => {
+                "an upstream event of a known type whose fields do not fit its shape was \
+                 dropped; the agent sends malformed events"
+            }
+            DropKind::Lossy => {
+                "a repaired upstream value could not be carried over intact (a field that did \
+                 not fit a terminal event, object tool arguments mixed with text)"
+            }
+            DropKind::UnknownPatchOp => {
+                "a JSON Patch operation whose op RFC 6902 does not define was removed from its \
+                 STATE_DELTA or ACTIVITY_DELTA; the patch's other operations were kept"
+            }
+            DropKind::UnknownContentPart => {
+                "a content part of a type AG-UI does not describe was removed from its message \
+                 or tool result; the other parts were kept"
+            }
+            DropKind::UnknownPartSource => {
+                "a media part whose source is of a kind AG-UI does not describe (data, url, \
+                 file) was removed whole, as its source is required"
+            }
+            DropKind::UnknownMessageRole => {
+                "a message of a role AG-UI does not describe was removed from its \
+                 MESSAGES_SNAPSHOT; the other messages were kept"
+            }
+            DropKind::PatchNotApplied => {
+                "a STATE_DELTA that does not apply to the state the gateway keeps for the \
+                 session was skipped and the prior state kept; the agent should resynchronise \
+                 with a STATE_SNAPSHOT"
+            }
+            DropKind::AfterTerminal
+            | DropKind::DuplicateStart
+            | DropKind::Orphan
+            | DropKind::EndMarker
+            | DropKind::NotAnObject => return None,
+        })
     }
 }

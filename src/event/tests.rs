@@ -168,3 +168,23 @@ fn run_agent_input_defaults_and_keeps_extras() {
     assert!(input.tools.is_empty() && input.context.is_empty());
     assert_eq!(input.extra["botId"], json!("b"));
 }
+
+#[test]
+fn patch_operations_keep_what_they_do_not_define() {
+    // RFC 6902 §4: members an operation does not define are ignored, so they are kept, and
+    // `from` is a pointer only where move and copy define it.
+    let ops = json!([
+        {"op":"remove","path":"/a","value":"leftover"},
+        {"op":"add","path":"/b","value":null,"from":5,"x-note":{"k":[1]}},
+        {"op":"copy","path":"/c","from":"/b"}
+    ]);
+    let typed: Vec<JsonPatchOp> = serde_json::from_value(ops.clone()).unwrap();
+    assert_eq!(typed[1].from, None);
+    assert_eq!(typed[1].value, Some(Value::Null));
+    assert_eq!(typed[1].extra["from"], json!(5));
+    assert_eq!(typed[2].from.as_deref(), Some("/b"));
+    assert_eq!(serde_json::to_value(&typed).unwrap(), ops);
+    // A `from` of the wrong type where it is defined is malformed.
+    let bad = json!({"op":"move","path":"/c","from":1});
+    assert!(serde_json::from_value::<JsonPatchOp>(bad).is_err());
+}

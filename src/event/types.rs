@@ -6,12 +6,6 @@ use serde_json::{Map, Value};
 use super::{EventBase, Interrupt, Message, RunAgentInput};
 use crate::event::message::MessageContent;
 
-/// Deserialises a field that may be `null` but must be kept when present: absent → `None`,
-/// `null` → `Some(Value::Null)` (JSON-Patch `value`, for one).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
-}
-
 // === Lifecycle ===
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -276,19 +270,56 @@ pub enum PatchOpKind {
 }
 
 /// One JSON-Patch operation; `path`/`from` are JSON pointers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Open, as RFC 6902 §4 makes it (and AG-UI 1.1 with it): a member the operation does not
+/// define is not unrecognised material but part of a valid patch, so it is kept in `extra` and
+/// written back as it came. `from` is read only where it is defined (`move`, `copy`); on any
+/// other operation it is such a member, whatever its type. `value` is kept whenever present
+/// (a `remove` with a leftover `value` arrives whole).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JsonPatchOp {
     pub op: PatchOpKind,
     pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// `null` is a legal value and is kept.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
+    /// Members RFC 6902 does not define for this operation.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for JsonPatchOp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<JsonPatchOp, D::Error> {
+        use serde::de::Error;
+        let mut extra = Map::<String, Value>::deserialize(d)?;
+        let op = extra
+            .remove("op")
+            .ok_or_else(|| D::Error::missing_field("op"))?;
+        let op = PatchOpKind::deserialize(op).map_err(D::Error::custom)?;
+        let path = match extra.remove("path") {
+            Some(Value::String(path)) => path,
+            Some(_) => return Err(D::Error::custom("path: expected a JSON pointer string")),
+            None => return Err(D::Error::missing_field("path")),
+        };
+        let from = match op {
+            PatchOpKind::Move | PatchOpKind::Copy => match extra.remove("from") {
+                Some(Value::String(from)) => Some(from),
+                Some(_) => return Err(D::Error::custom("from: expected a JSON pointer string")),
+                None => None,
+            },
+            _ => None,
+        };
+        let value = extra.remove("value");
+        Ok(JsonPatchOp {
+            op,
+            path,
+            from,
+            value,
+            extra,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -242,12 +242,21 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             self.holding = hold;
         }
         let _entered = self.span.enter();
+        // One line per kind and stream. Content a reader would have seen is a warning that
+        // names it (AG-UI 1.1: a lossy translation must say what it lost); repairs that lose
+        // nothing, and drops of what carried nothing, stay at debug.
         for (note, count) in self.pipeline.note_counts() {
             match note {
                 Note::Fixup(rule) => tracing::debug!(rule = rule.as_str(), count, "dialect fix-up"),
-                Note::Dropped(kind) => {
-                    tracing::debug!(kind = kind.as_str(), count, "dropped upstream input")
-                }
+                Note::Dropped(kind) => match kind.lost() {
+                    Some(lost) => tracing::warn!(
+                        kind = kind.as_str(),
+                        count,
+                        lost,
+                        "upstream content dropped"
+                    ),
+                    None => tracing::debug!(kind = kind.as_str(), count, "dropped upstream input"),
+                },
             }
         }
         let stats = self.pipeline.stats();

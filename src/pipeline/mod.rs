@@ -340,6 +340,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             }
             self.stats.events_out += 1;
             refused = self.writer.write(event, out).err();
+            self.writer.take_notes(&mut self.notes);
         }
         self.seq_out.clear();
         if let Some(failure) = refused {

@@ -475,3 +475,126 @@ async fn a_client_that_speaks_plain_http_to_a_tls_listener_is_a_refused_handshak
         "{text}"
     );
 }
+
+/// Repairs at the smallest unit (AG-UI 1.1) are counted by kind, and a lossy one is logged once
+/// per stream as a warning naming what was lost: on an AG-UI route an unknown patch op, an
+/// unknown content part, a media part of an unknown source kind and a message of an unknown
+/// role leave, and what holds them passes on; on an AAP face a state patch that does not apply
+/// to the session's state is skipped and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repairs_at_the_smallest_unit_are_counted_by_kind() {
+    let upstream = ScriptedUpstream::start(|request| {
+        let mut events = vec![json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})];
+        if request.path == "/aap-run" {
+            events.extend([
+                json!({"type":"STATE_DELTA","delta":[{"op":"remove","path":"/missing"}]}),
+                json!({"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}),
+                json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ok"}),
+                json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+            ]);
+        } else {
+            events.extend([
+                json!({"type":"STATE_DELTA","delta":[
+                    {"op":"add","path":"/a","value":1},
+                    {"op":"increment","path":"/n"}]}),
+                json!({"type":"MESSAGES_SNAPSHOT","messages":[
+                    {"id":"u1","role":"user","content":[
+                        {"type":"text","text":"hello"},
+                        {"type":"poll","options":[]},
+                        {"type":"image","source":{"type":"s3","key":"k"}}]},
+                    {"id":"c1","role":"critic","content":"x"}]}),
+            ]);
+        }
+        events.push(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}));
+        Script::sse_json(&events)
+    })
+    .await;
+    let config = format!(
+        r#"
+[[routes]]
+path = "/agent"
+client = "ag-ui"
+upstream = "{}"
+
+[[routes]]
+path = "/aap"
+client = "aap"
+upstream = "{}"
+[routes.aap]
+name = "helper"
+"#,
+        upstream.url("/run"),
+        upstream.url("/aap-run")
+    );
+    let config = ConfigFile::new("metrics-repairs", &config);
+    let gateway = Gateway::spawn(&["--config", config.arg(), "--admin-listen", "127.0.0.1:0"]);
+    let admin = gateway.admin_addr();
+
+    let mut response = send(
+        gateway.addr,
+        &Request::post_json("/agent", run_input("t", "r")),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    let events = response.events_to_end().await;
+    let of = |ty: &str| events.iter().find(|e| e["type"] == ty).cloned().unwrap();
+    assert_eq!(
+        of("STATE_DELTA")["delta"],
+        json!([{"op":"add","path":"/a","value":1}])
+    );
+    assert_eq!(
+        of("MESSAGES_SNAPSHOT")["messages"],
+        json!([{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}]}])
+    );
+
+    let aap = AapClient::new(gateway.addr, "/aap", None);
+    let session = aap.new_session(json!({"agent": {"name": "helper"}})).await;
+    aap.turn(&session, support::aap::user_turn("none", "hi"))
+        .await
+        .expect(200);
+
+    let text = wait_for_metric(
+        admin,
+        "dialect_proxy_lossy_drops_total{kind=\"patch_not_applied\"}",
+        1.0,
+    )
+    .await;
+    for kind in [
+        "unknown_patch_op",
+        "unknown_content_part",
+        "unknown_part_source",
+        "unknown_message_role",
+    ] {
+        let series = format!("dialect_proxy_lossy_drops_total{{kind=\"{kind}\"}}");
+        assert_eq!(metric(&text, &series), Some(1.0), "{series} in\n{text}");
+    }
+
+    // One warning per stream and kind, saying what was lost; the AG-UI stream's state patch
+    // that would not apply anywhere is forwarded as it is (no state is kept on that path).
+    let warned_in = |log: &str, kind: &str| {
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains(&format!("kind=\"{kind}\"")))
+            .count()
+    };
+    // The stream's end is logged before it is counted, but stderr is read by a thread.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while warned_in(&gateway.stderr(), "patch_not_applied") == 0 {
+        assert!(std::time::Instant::now() < deadline, "{}", gateway.stderr());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let log = gateway.stderr();
+    let warned = |kind: &str| warned_in(&log, kind);
+    for kind in [
+        "unknown_patch_op",
+        "unknown_content_part",
+        "unknown_part_source",
+        "unknown_message_role",
+        "patch_not_applied",
+    ] {
+        assert_eq!(warned(kind), 1, "{kind}:\n{log}");
+    }
+    assert!(
+        log.contains("removed from its STATE_DELTA or ACTIVITY_DELTA"),
+        "{log}"
+    );
+}

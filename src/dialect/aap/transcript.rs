@@ -5,7 +5,10 @@
 //! It starts from the history the run was given and appends what the run produces: text and
 //! reasoning messages, tool calls on their parent assistant message (a new one when the parent
 //! is unknown), tool messages for results. `MESSAGES_SNAPSHOT` replaces the list; state follows
-//! `STATE_SNAPSHOT` and `STATE_DELTA` (a patch that does not apply keeps the old state).
+//! `STATE_SNAPSHOT` and `STATE_DELTA` from the state the run was given, or the empty object
+//! (AG-UI 1.1, `events/state.mdx`). A patch that does not apply is skipped whole, the prior
+//! state kept, and noted for the warning 1.1 requires (`basic/patterns/snapshots.mdx`, "When a
+//! patch does not apply"); the next snapshot is adopted whatever was skipped before it.
 //!
 //! Bounded: content appended by the run counts against a byte budget (a snapshot counts what it
 //! adds to the history and gives back what it removes, so the history never holds more than it
@@ -18,8 +21,8 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    content_len, history_bytes, remove_calls, AssistantMessage, Event, FunctionCall, FunctionKind,
-    Message, ReasoningMessage, ToolCall, ToolMessage,
+    content_len, history_bytes, remove_calls, AssistantMessage, DropKind, Event, FunctionCall,
+    FunctionKind, Message, Note, ReasoningMessage, ToolCall, ToolMessage,
 };
 
 /// Argument text one tool call may accumulate (`translation.md` §5).
@@ -56,6 +59,8 @@ pub struct Transcript {
     /// Content bytes the run may still add.
     budget: usize,
     state: Option<Value>,
+    /// What was left aside since the last [`Transcript::take_notes`].
+    notes: Vec<Note>,
 }
 
 impl Transcript {
@@ -70,7 +75,13 @@ impl Transcript {
             call_at: HashMap::new(),
             budget,
             state,
+            notes: Vec::new(),
         }
+    }
+
+    /// Moves what was left aside since the last call (patches that did not apply) into `into`.
+    pub fn take_notes(&mut self, into: &mut Vec<Note>) {
+        into.append(&mut self.notes);
     }
 
     pub fn messages(&self) -> &[Message] {
@@ -368,16 +379,16 @@ impl Transcript {
     }
 
     fn patch_state(&mut self, ops: &[crate::event::JsonPatchOp]) {
-        let Ok(patch) =
-            serde_json::to_value(ops).and_then(serde_json::from_value::<json_patch::Patch>)
-        else {
-            return;
-        };
-        let mut next = self.state.clone().unwrap_or(Value::Null);
-        // A delta that does not apply leaves the state as it was (the client keeps its own
-        // state the same way).
-        if json_patch::patch(&mut next, &patch).is_ok() {
-            self.state = Some(next);
+        // Members an operation does not define are ignored here, as RFC 6902 §4 says.
+        let patch = serde_json::to_value(ops).and_then(serde_json::from_value::<json_patch::Patch>);
+        let mut next = self
+            .state
+            .clone()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        // Atomic: applied to a copy, which replaces the state only when every operation applied.
+        match patch.map(|patch| json_patch::patch(&mut next, &patch)) {
+            Ok(Ok(())) => self.state = Some(next),
+            _ => self.notes.push(Note::Dropped(DropKind::PatchNotApplied)),
         }
     }
 
@@ -456,11 +467,48 @@ mod tests {
 
     #[test]
     fn a_patch_that_does_not_apply_keeps_the_state() {
-        let t = run(
+        let mut t = run(
             json!([]),
-            json!([{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/missing"}]}]),
+            json!([
+                // The first operation would apply; the patch is atomic, so it does not.
+                {"type":"STATE_DELTA","delta":[
+                    {"op":"replace","path":"/n","value":5},
+                    {"op":"remove","path":"/missing"}]},
+                {"type":"STATE_DELTA","delta":[{"op":"test","path":"/n","value":2}]}
+            ]),
         );
         assert_eq!(t.state(), Some(&json!({"n": 1})));
+        let mut notes = Vec::new();
+        t.take_notes(&mut notes);
+        assert_eq!(notes, [Note::Dropped(DropKind::PatchNotApplied); 2]);
+        t.take_notes(&mut notes);
+        assert_eq!(notes.len(), 2, "taken once");
+
+        // The next snapshot is adopted, and patches apply against it again.
+        for e in [
+            json!({"type":"STATE_SNAPSHOT","snapshot":{"n":7}}),
+            json!({"type":"STATE_DELTA","delta":[{"op":"add","path":"/m","value":8}]}),
+        ] {
+            t.apply(&serde_json::from_value(e).unwrap()).unwrap();
+        }
+        assert_eq!(t.state(), Some(&json!({"n": 7, "m": 8})));
+        t.take_notes(&mut notes);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+    }
+
+    #[test]
+    fn without_a_given_state_patches_start_from_the_empty_object() {
+        let mut t = Transcript::new(Vec::new(), None, 1 << 20);
+        // Members an operation does not define are ignored, not a reason to refuse it.
+        let delta = json!({"type":"STATE_DELTA","delta":[
+            {"op":"add","path":"/plan","value":["a"],"from":"","note":"x"},
+            {"op":"remove","path":"/plan/0","value":"leftover"},
+            {"op":"add","path":"/done","value":true}]});
+        t.apply(&serde_json::from_value(delta).unwrap()).unwrap();
+        assert_eq!(t.state(), Some(&json!({"plan": [], "done": true})));
+        let mut notes = Vec::new();
+        t.take_notes(&mut notes);
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]

@@ -561,6 +561,10 @@ impl crate::dialect::codec::Writer for AapWriter {
             boundary: super::RUN_BOUNDARY,
         }
     }
+
+    fn take_notes(&mut self, notes: &mut Vec<crate::event::Note>) {
+        self.transcript.take_notes(notes);
+    }
 }
 
 #[cfg(test)]

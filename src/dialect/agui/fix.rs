@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::strip;
 use crate::event::ContentPart;
 use crate::event::{Note, Rule};
 use crate::mapping::AguiAliases;
@@ -268,12 +269,20 @@ pub fn run_error(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
     }
 }
 
-/// Row 8: tool-result content as a string or valid parts; anything else as compact JSON.
+/// Row 8: tool-result content as a string or valid parts; anything else as compact JSON. A
+/// parts list first has its legacy `binary` parts upgraded (row 19) and the parts AG-UI does
+/// not describe stripped ([`strip::tool_result_parts`]).
 pub fn tool_result_content(map: &mut Map<String, Value>, notes: &mut Vec<Note>) {
     map.remove("tool_name");
     map.remove("tool_call_args");
     map.remove("toolName");
     map.remove("role");
+    if let Some(Value::Array(parts)) = map.get_mut("content") {
+        for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+            upgrade_binary_part(part, notes);
+        }
+        strip::tool_result_parts(parts, notes);
+    }
     match map.get("content") {
         Some(Value::String(_)) => {}
         Some(Value::Array(parts))
@@ -290,7 +299,9 @@ pub fn tool_result_content(map: &mut Map<String, Value>, notes: &mut Vec<Note>) 
     }
 }
 
-/// Row 13: an op list (a single op is wrapped), `from` only on move/copy, paths with a leading `/`.
+/// Row 13: an op list (a single op is wrapped), pointers with a leading `/`. Operations RFC 6902
+/// does not define leave the list ([`strip::patch_ops`]); members an operation does not define
+/// (a `from` on an `add`, say) belong to the patch and are kept as they are (RFC 6902 §4).
 pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
     if value.is_object() {
         notes.push(Note::Fixup(Rule::StateDeltaShape));
@@ -299,12 +310,9 @@ pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
     let Value::Array(ops) = value else {
         return;
     };
+    strip::patch_ops(ops, notes);
     for op in ops.iter_mut().filter_map(Value::as_object_mut) {
-        let kind = op.get("op").and_then(Value::as_str).unwrap_or_default();
-        if !matches!(kind, "move" | "copy") && op.remove("from").is_some() {
-            notes.push(Note::Fixup(Rule::StateDeltaShape));
-        }
-        for key in ["path", "from"] {
+        for &key in pointer_members(op) {
             if let Some(Value::String(p)) = op.get_mut(key) {
                 if !p.is_empty() && !p.starts_with('/') {
                     notes.push(Note::Fixup(Rule::StateDeltaShape));
@@ -318,8 +326,16 @@ pub fn patch(value: &mut Value, notes: &mut Vec<Note>) {
     }
 }
 
-/// True when a typed patch needs none of row 13's repairs: rooted, valid pointers, and `from`
-/// only on move/copy.
+/// The members of an operation that are JSON pointers: `from` only where RFC 6902 defines it.
+fn pointer_members(op: &Map<String, Value>) -> &'static [&'static str] {
+    match op.get("op").and_then(Value::as_str) {
+        Some("move" | "copy") => &["path", "from"],
+        _ => &["path"],
+    }
+}
+
+/// True when a typed patch needs none of row 13's repairs: rooted, valid pointers (a typed
+/// operation holds `from` only on move/copy).
 pub fn patch_is_canonical(ops: &[crate::event::JsonPatchOp]) -> bool {
     use crate::event::PatchOpKind;
     let valid = |p: &str| {
@@ -337,12 +353,14 @@ pub fn patch_is_canonical(ops: &[crate::event::JsonPatchOp]) -> bool {
     })
 }
 
-/// Row 13's detection: some op's path (or `from`) is non-empty and lacks its leading `/`.
+/// Row 13's detection: some op's path (or, on move/copy, `from`) is non-empty and lacks its
+/// leading `/`. An op of an unknown kind is not judged: it leaves the patch anyway.
 pub fn has_unrooted_path(value: &Value) -> bool {
     let single = std::slice::from_ref(value);
     let ops = value.as_array().map_or(single, Vec::as_slice);
-    ops.iter().filter_map(Value::as_object).any(|op| {
-        ["path", "from"].iter().any(|k| {
+    let known = ops.iter().filter(|op| !strip::is_unknown_op(op));
+    known.filter_map(Value::as_object).any(|op| {
+        pointer_members(op).iter().any(|k| {
             op.get(*k)
                 .and_then(Value::as_str)
                 .is_some_and(|p| !p.is_empty() && !p.starts_with('/'))
@@ -492,9 +510,13 @@ mod tests {
 
     #[test]
     fn patches() {
-        let mut v = json!({"op":"add","path":"a/b","value":1,"from":""});
+        // `from` is no member of an `add`: RFC 6902 ignores it, so it is kept as it came.
+        let mut v = json!({"op":"add","path":"a/b","value":1,"from":"x~y"});
         patch(&mut v, &mut Vec::new());
-        assert_eq!(v, json!([{"op":"add","path":"/a/b","value":1}]));
+        assert_eq!(
+            v,
+            json!([{"op":"add","path":"/a/b","value":1,"from":"x~y"}])
+        );
         let mut v =
             json!([{"op":"move","path":"/b","from":"a"},{"op":"replace","path":"","value":{}}]);
         patch(&mut v, &mut Vec::new());

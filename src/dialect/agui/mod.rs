@@ -11,6 +11,7 @@ pub(crate) mod fix;
 mod options;
 mod read;
 pub(crate) mod request;
+mod strip;
 mod thinking;
 mod write;
 

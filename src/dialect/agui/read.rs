@@ -5,8 +5,10 @@
 //! not JSON is fatal for the run, `UPSTREAM_MALFORMED`), resolve the type (`type`, else an
 //! `event` key, else the SSE `event:` name; spelling and renames, rows 2/14/16), rename keys
 //! (rows 1/7), fix values (rows 3, 6, 8, 9, 10, 13, 17, 25, 27), decode into the canonical type,
-//! then expand chunks (row 11) and legacy thinking (row 12, `thinking`). A known type whose
-//! fields still do not fit is dropped and noted, never passed on half-valid. Held tool
+//! then expand chunks (row 11) and legacy thinking (row 12, `thinking`). Unrecognised union
+//! members inside an event (a patch operation, a content part, a message role) leave at the
+//! smallest unit that holds them (`strip`). A known type whose fields still do not fit is
+//! dropped and noted, never passed on half-valid. Held tool
 //! arguments (rows 6, 7) live in `args`; events that are already strict 1.0 skip all of this
 //! through `fast`.
 
@@ -19,6 +21,7 @@ use super::chunks::ChunkExpander;
 use super::fast;
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
+use super::strip;
 use super::thinking::Thinking;
 use crate::error::{ErrorCode, Failure};
 use crate::event::{DropKind, IdMint, Note, Rule, RunIds};
@@ -373,6 +376,8 @@ impl AguiReader {
                     for m in messages.iter_mut().filter_map(Value::as_object_mut) {
                         fix::message(m, &self.aliases, notes);
                     }
+                    // After the repairs, so a legacy part is upgraded before it is judged.
+                    strip::messages(messages, notes);
                 }
             }
             EventType::Custom

@@ -992,17 +992,21 @@ fn row_12_messages_in_one_legacy_span_get_distinct_ids() {
 fn row_13_state_delta_shape() {
     let shape = Note::Fixup(Rule::StateDeltaShape);
 
-    // HAI: a single op object with `from:""` and a path without its slash.
+    // A single op object and a path without its slash. The `from:""` an `add` does not define
+    // is kept: RFC 6902 makes such members part of the patch (HAI's own is removed by the HAI
+    // reader, which knows it for a habit of the dialect).
     let (out, notes) = read_one(json!({"type":"STATE_DELTA",
         "delta":{"op":"add","path":"progress","value":75,"from":""}}));
     assert_eq!(
         out,
-        vec![json!({"type":"STATE_DELTA","delta":[{"op":"add","path":"/progress","value":75}]})]
+        vec![json!({"type":"STATE_DELTA",
+            "delta":[{"op":"add","path":"/progress","value":75,"from":""}]})]
     );
-    assert_eq!(count(&notes, shape), 3);
+    assert_eq!(count(&notes, shape), 2);
 
-    // An op list: `from` kept (and repaired) only on move/copy; patch values are opaque
-    // (snake keys and nulls kept); root path "" and null values are valid and kept.
+    // An op list: `from` read (and repaired) as a pointer only on move/copy, kept as it came
+    // elsewhere; patch values are opaque (snake keys and nulls kept); root path "" and null
+    // values are valid and kept.
     let (out, notes) = read_one(json!({"type":"STATE_DELTA","delta":[
         {"op":"replace","path":"/progress","value":75,"from":""},
         {"op":"move","from":"draft","path":"/final"},
@@ -1014,7 +1018,7 @@ fn row_13_state_delta_shape() {
     assert_eq!(
         out,
         vec![json!({"type":"STATE_DELTA","delta":[
-            {"op":"replace","path":"/progress","value":75},
+            {"op":"replace","path":"/progress","value":75,"from":""},
             {"op":"move","from":"/draft","path":"/final"},
             {"op":"add","path":"/results/-","value":{"tool_call_id":"c1","thread_id":null}},
             {"op":"replace","path":"","value":{}},
@@ -1022,7 +1026,7 @@ fn row_13_state_delta_shape() {
             {"op":"replace","path":"/cursor","value":null}
         ]})]
     );
-    assert_eq!(count(&notes, shape), 3);
+    assert_eq!(count(&notes, shape), 2);
 
     // The canonical CloudBase example (seed 002) needs nothing.
     let canonical =
@@ -1636,6 +1640,8 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":[{"type":"text","text":"x"}],"role":"tool"}),
         json!({"type":"STATE_SNAPSHOT","snapshot":{"a":[1,2]}}),
         json!({"type":"STATE_DELTA","delta":[{"op":"move","path":"/b","from":"/a"},{"op":"add","path":"","value":{}}]}),
+        json!({"type":"STATE_DELTA","delta":[{"op":"remove","path":"/a","value":1},{"op":"add","path":"/b","value":2,"from":5,"x-why":"n"}]}),
+        json!({"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[{"op":"test","path":"/n","value":0,"from":"/n"}]}),
         json!({"type":"MESSAGES_SNAPSHOT","messages":[{"id":"1","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}),
         json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"k","delta":"x"}),
         json!({"type":"REASONING_MESSAGE_CHUNK","messageId":"r","delta":"y"}),
@@ -1672,5 +1678,193 @@ fn fast_and_slow_paths_agree() {
             "{}",
             String::from_utf8_lossy(input)
         );
+    }
+}
+
+// === AG-UI 1.1: unrecognised members leave at the smallest unit ===
+
+#[test]
+fn an_unknown_patch_op_leaves_its_patch_and_the_other_ops_stay() {
+    let (out, notes) = read_one(json!({"type":"STATE_DELTA","delta":[
+        {"op":"add","path":"/items/-","value":{"id":1}},
+        {"op":"increment","path":"/count","by":1},
+        {"op":"remove","path":"/draft","value":"a leftover RFC 6902 ignores"},
+        {"op":"replace","path":"/status","value":"done","x-reason":"kept: ops are open"}
+    ]}));
+    assert_eq!(
+        out,
+        vec![json!({"type":"STATE_DELTA","delta":[
+            {"op":"add","path":"/items/-","value":{"id":1}},
+            {"op":"remove","path":"/draft","value":"a leftover RFC 6902 ignores"},
+            {"op":"replace","path":"/status","value":"done","x-reason":"kept: ops are open"}
+        ]})]
+    );
+    assert_eq!(notes, [Note::Dropped(DropKind::UnknownPatchOp)]);
+
+    let (out, notes) = read_one(json!({"type":"ACTIVITY_DELTA","messageId":"act-1",
+        "activityType":"web_search","patch":[
+            {"op":"append","path":"/results","value":[3]},
+            {"op":"replace","path":"/found","value":3}]}));
+    assert_eq!(
+        out,
+        vec![
+            json!({"type":"ACTIVITY_DELTA","messageId":"act-1","activityType":"web_search",
+            "patch":[{"op":"replace","path":"/found","value":3}]})
+        ]
+    );
+    assert_eq!(notes, [Note::Dropped(DropKind::UnknownPatchOp)]);
+}
+
+/// An empty patch is a valid no-op (1.1 schema, `JsonPatch`) and the list rule keeps the list:
+/// the event stays. For `ACTIVITY_DELTA` it still carries the activity's type, which a delta
+/// may change.
+/// With `state_path_repair = "drop_event"`, an unrooted path drops the event, but not the path
+/// of an op that leaves the patch anyway.
+#[test]
+fn an_unknown_op_does_not_cost_its_patch_an_unrooted_path_drop() {
+    let strict = ReaderOptions {
+        drop_unrooted_patches: true,
+        ..ReaderOptions::default()
+    };
+    let event = json!({"type":"STATE_DELTA","delta":[
+        {"op":"increment","path":"count"},
+        {"op":"replace","path":"/status","value":"done"}]});
+    assert_eq!(
+        read_with(strict, &[event]),
+        vec![
+            json!({"type":"STATE_DELTA","delta":[{"op":"replace","path":"/status","value":"done"}]})
+        ]
+    );
+}
+
+#[test]
+fn a_patch_left_empty_keeps_its_event() {
+    let (out, notes) = read_one(json!({"type":"STATE_DELTA","delta":[{"op":"merge","path":""}]}));
+    assert_eq!(out, vec![json!({"type":"STATE_DELTA","delta":[]})]);
+    assert_eq!(notes, [Note::Dropped(DropKind::UnknownPatchOp)]);
+
+    let (out, notes) = read_one(json!({"type":"ACTIVITY_DELTA","messageId":"a",
+        "activityType":"checklist","patch":{"op":"merge","path":""}}));
+    assert_eq!(
+        out,
+        vec![
+            json!({"type":"ACTIVITY_DELTA","messageId":"a","activityType":"checklist",
+            "patch":[]})
+        ]
+    );
+    assert_eq!(count(&notes, Note::Dropped(DropKind::UnknownPatchOp)), 1);
+}
+
+/// Malformed is not unrecognised: an op without `op`, an `op` that is not a string, a `path`
+/// that is not a string, a `from` of the wrong type where move or copy define it. None of them
+/// is stripped as an unknown op; the event does not decode and is dropped as invalid, as every
+/// known event with a field of the wrong type is.
+#[test]
+fn a_malformed_patch_op_is_not_taken_for_an_unknown_one() {
+    for op in [
+        json!({"path":"/a","value":1}),
+        json!({"op":3,"path":"/a","value":1}),
+        json!({"op":"add","path":7,"value":1}),
+        json!({"op":"move","path":"/b","from":7}),
+    ] {
+        let (out, notes) = read_one(json!({"type":"STATE_DELTA","delta":[op.clone()]}));
+        assert!(out.is_empty(), "{op}: {out:?}");
+        assert_eq!(notes, [Note::Dropped(DropKind::InvalidEvent)], "{op}");
+    }
+}
+
+#[test]
+fn a_snapshot_loses_only_what_it_cannot_carry() {
+    let (out, notes) = read_one(json!({"type":"MESSAGES_SNAPSHOT","messages":[
+        {"id":"u1","role":"user","content":[
+            {"type":"text","text":"Compare these"},
+            {"type":"poll","options":["a","b"]},
+            {"type":"image","source":{"type":"s3","bucket":"b","key":"k"}},
+            {"type":"image","source":{"type":"url","value":"https://x/y.png"}}]},
+        {"id":"c1","role":"critic","content":"Not a role AG-UI describes."},
+        {"id":"a1","role":"assistant","content":"They differ.","toolCalls":[
+            {"id":"t1","type":"function","function":{"name":"chart","arguments":"{}"}}]},
+        {"id":"r1","role":"tool","toolCallId":"t1","content":[
+            {"type":"chart","spec":{}},
+            {"type":"document","source":{"type":"file","value":"file-1","provider":"openai"}}]}
+    ]}));
+    assert_eq!(
+        out,
+        vec![json!({"type":"MESSAGES_SNAPSHOT","messages":[
+            {"id":"u1","role":"user","content":[
+                {"type":"text","text":"Compare these"},
+                {"type":"image","source":{"type":"url","value":"https://x/y.png"}}]},
+            {"id":"a1","role":"assistant","content":"They differ.","toolCalls":[
+                {"id":"t1","type":"function","function":{"name":"chart","arguments":"{}"}}]},
+            {"id":"r1","role":"tool","toolCallId":"t1","content":[
+                {"type":"document","source":{"type":"file","value":"file-1","provider":"openai"}}]}
+        ]})]
+    );
+    assert_eq!(
+        count(&notes, Note::Dropped(DropKind::UnknownContentPart)),
+        2
+    );
+    assert_eq!(count(&notes, Note::Dropped(DropKind::UnknownPartSource)), 1);
+    assert_eq!(
+        count(&notes, Note::Dropped(DropKind::UnknownMessageRole)),
+        1
+    );
+    assert_eq!(notes.len(), 4, "{notes:?}");
+}
+
+/// A message whose role is missing is malformed, not of an unknown role: the snapshot does
+/// not decode and is dropped whole, as before.
+#[test]
+fn a_snapshot_message_without_a_role_is_malformed() {
+    let (out, notes) = read_one(json!({"type":"MESSAGES_SNAPSHOT","messages":[
+        {"id":"u1","role":"user","content":"hi"},
+        {"id":"x","content":"no role"}
+    ]}));
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(notes, [Note::Dropped(DropKind::InvalidEvent)]);
+}
+
+#[test]
+fn a_tool_result_loses_only_its_unknown_parts() {
+    let results = read_each(vec![
+        sse(
+            &json!({"type":"TOOL_CALL_RESULT","messageId":"r1","toolCallId":"c1","content":[
+            {"type":"text","text":"3 hits"},
+            {"type":"table","rows":[]},
+            {"type":"audio","source":{"type":"stream","value":"x"}}]}),
+        ),
+        // A legacy `binary` part is a retired shape: upgraded (row 19), not stripped.
+        sse(
+            &json!({"type":"TOOL_CALL_RESULT","messageId":"r2","toolCallId":"c2","content":[
+            {"type":"text","text":"see"},
+            {"type":"binary","mimeType":"image/png","data":"AAAA"}]}),
+        ),
+        // No element is a part AG-UI describes: the tool's own data, text whole (row 8).
+        sse(
+            &json!({"type":"TOOL_CALL_RESULT","messageId":"r3","toolCallId":"c3",
+            "content":[{"type":"row","id":1}]}),
+        ),
+    ]);
+    let want = [
+        json!({"type":"TOOL_CALL_RESULT","messageId":"r1","toolCallId":"c1",
+            "content":[{"type":"text","text":"3 hits"}],"role":"tool"}),
+        json!({"type":"TOOL_CALL_RESULT","messageId":"r2","toolCallId":"c2","content":[
+            {"type":"text","text":"see"},
+            {"type":"image","source":{"type":"data","value":"AAAA","mimeType":"image/png"}}],
+            "role":"tool"}),
+        json!({"type":"TOOL_CALL_RESULT","messageId":"r3","toolCallId":"c3",
+            "content":"[{\"type\":\"row\",\"id\":1}]","role":"tool"}),
+    ];
+    let dropped = [
+        vec![
+            Note::Dropped(DropKind::UnknownContentPart),
+            Note::Dropped(DropKind::UnknownPartSource),
+        ],
+        vec![Note::Fixup(Rule::VendorExtras)],
+        vec![Note::Fixup(Rule::ToolResultShape)],
+    ];
+    for (((out, notes), want), dropped) in results.into_iter().zip(want).zip(dropped) {
+        assert_eq!(out, vec![want]);
+        assert_eq!(notes, dropped);
     }
 }

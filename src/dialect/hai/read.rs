@@ -6,8 +6,9 @@
 //! `CUSTOM hai.agent_collaborative_message` (or subagents), run-event extras `metadata.hai`, and
 //! unknown types `CUSTOM hai.event`. Everything HAI shares with AG-UI goes through the AG-UI
 //! reader, which already absorbs HAI's variants there (object tool arguments, single-op state
-//! deltas with `from:""`, nested errors, second timestamps). Sequence repairs are the
-//! sequencer's, as for any upstream.
+//! deltas, nested errors, second timestamps); HAI's `from:""` on every patch operation is
+//! removed here first, as the AG-UI reader keeps what an operation does not define. Sequence
+//! repairs are the sequencer's, as for any upstream.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -168,6 +169,12 @@ impl HaiReader {
                     .is_some_and(|e| e.is_string() || e.get("message").is_some());
                 if !map.get("message").is_some_and(Value::is_string) && !nested {
                     map.insert("message".into(), self.tables.error_message.clone().into());
+                }
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
+            "STATE_DELTA" => {
+                if let Some(delta) = map.get_mut("delta") {
+                    drop_undefined_from(delta, notes);
                 }
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
@@ -522,6 +529,22 @@ impl HaiReader {
         EventBase {
             timestamp,
             ..EventBase::default()
+        }
+    }
+}
+
+/// HAI writes `from:""` on every patch operation (`dialects.md` row 13); only `move` and `copy`
+/// define it, so elsewhere it is HAI's habit, not the agent's meaning, and does not cross over.
+/// (An AG-UI agent's own undefined members are kept: RFC 6902 makes them part of the patch.)
+fn drop_undefined_from(delta: &mut Value, notes: &mut Vec<Note>) {
+    let ops = match delta {
+        Value::Array(ops) => ops.iter_mut().collect(),
+        single => vec![single],
+    };
+    for op in ops.into_iter().filter_map(Value::as_object_mut) {
+        let defined = matches!(op.get("op").and_then(Value::as_str), Some("move" | "copy"));
+        if !defined && op.shift_remove("from").is_some() {
+            notes.push(Note::Fixup(Rule::StateDeltaShape));
         }
     }
 }

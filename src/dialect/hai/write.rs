@@ -272,7 +272,12 @@ impl HaiWriter {
                 fields.insert("snapshot".into(), e.snapshot);
                 self.frame(out, "STATE_SNAPSHOT", fields, ts);
             }
-            Event::StateDelta(e) => {
+            Event::StateDelta(mut e) => {
+                // `hai-client` refuses `from` on an operation that does not define it: members
+                // RFC 6902 leaves undefined, which an AG-UI agent may send, stay out of HAI.
+                for op in &mut e.delta {
+                    op.extra.clear();
+                }
                 let mut fields = Map::new();
                 fields.insert(
                     "delta".into(),
