@@ -171,21 +171,31 @@ impl AguiReader {
             return Ok(());
         }
         // A terminal event is worth more than its optional extras: if one of them does not fit
-        // (a vendor's `usage` shape, say), retry without it rather than lose the run's end.
+        // (a vendor's `usage` shape, say), retry without it rather than lose the run's end. Not
+        // the outcome: a run's ending read as a success it was not would misreport it.
         let retry = matches!(ty, EventType::RunFinished | EventType::RunError).then(|| {
             let mut bare = map.clone();
             bare.remove("usage");
-            bare.remove("outcome");
             bare.remove("result");
             bare
         });
-        let decoded = Event::from_payload(ty, Value::Object(map)).or_else(|error| match retry {
-            Some(bare) => {
+        let decoded = match (Event::from_payload(ty, Value::Object(map)), retry) {
+            (Ok(event), _) => Ok(event),
+            (Err(error), Some(mut bare)) => {
                 notes.push(Note::Dropped(DropKind::Lossy));
-                Event::from_payload(ty, Value::Object(bare)).map_err(|_| error)
+                match Event::from_payload(ty, Value::Object(bare.clone())) {
+                    Ok(event) => Ok(event),
+                    Err(_)
+                        if bare.remove("outcome").is_some()
+                            && Event::from_payload(ty, Value::Object(bare)).is_ok() =>
+                    {
+                        return Err(invalid_outcome("does not fit its type's schema"));
+                    }
+                    Err(_) => Err(error),
+                }
             }
-            None => Err(error),
-        });
+            (Err(error), None) => Err(error),
+        };
         match decoded {
             Ok(event) => self.emit(event, out),
             Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),

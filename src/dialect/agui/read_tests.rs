@@ -1434,6 +1434,8 @@ fn an_outcome_of_the_wrong_type_is_fatal() {
         json!({"type":"interrupt"}),
         json!({"type":"interrupt","interrupts":["i1"]}),
         json!({"interrupts":[{"id":"i1"}]}),
+        // Interrupt objects that do not fit the schema (no id).
+        json!({"type":"interrupt","interrupts":[{"reason":"approve"}]}),
         json!("interrupt"),
         json!(7),
     ] {
