@@ -45,6 +45,20 @@ impl Owner {
     pub(super) fn new(driver: Driver, turn: TurnOwner) -> Owner {
         Owner { driver, turn }
     }
+
+    /// Deletes agent session `id` off the stream's path. The stream may end from `Drop` while
+    /// the runtime shuts down: then there is no task to run it, and the agent's retention
+    /// decides.
+    fn forget(&self, id: String) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(self.driver.delete_session(id));
+            }
+            Err(_) => {
+                tracing::debug!(agent_session_id = %id, "no runtime left to delete the agent session")
+            }
+        }
+    }
 }
 
 impl RunOwner<AapReader, AapWriter> for Owner {
@@ -67,7 +81,7 @@ impl RunOwner<AapReader, AapWriter> for Owner {
                     agent_session_id = %id,
                     "the turn failed before the agent answered; deleting the agent session it created"
                 );
-                tokio::spawn(self.driver.delete_session(id));
+                self.forget(id);
             }
         } else if let Some(mut record) = self.driver.record() {
             let reader = pipeline.reader();
@@ -79,7 +93,7 @@ impl RunOwner<AapReader, AapWriter> for Owner {
             self.turn.set_upstream(record);
             // A session left for a new one (a diverged history) is named by no face session.
             if let Some(old) = self.driver.replaced_session() {
-                tokio::spawn(self.driver.delete_session(old));
+                self.forget(old);
             }
         }
         self.turn.ended(pipeline, outcome)
