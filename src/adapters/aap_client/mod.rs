@@ -172,6 +172,8 @@ impl AapClient {
             ReadOptions::for_aap_client(client_tools, config.limit_stops),
         );
         let state: Shared = Arc::new(Mutex::new(RunState {
+            // No thread record: the key and its owner name the face session, for nothing more
+            // than the state's completeness (the face checked the caller already).
             key: input.thread_id.clone(),
             owner: Principal::anonymous(),
             config,
