@@ -49,8 +49,8 @@ impl Shape {
     }
 }
 
-/// Every client × upstream pair the gateway translates (AAP to AAP is not one).
-const DIRECTIONS: [(Dialect, Dialect); 7] = [
+/// Every client × upstream pair the gateway translates.
+const DIRECTIONS: [(Dialect, Dialect); 8] = [
     (Dialect::AgUi, Dialect::AgUi),
     (Dialect::AgUi, Dialect::Hai),
     (Dialect::AgUi, Dialect::Aap),
@@ -58,6 +58,7 @@ const DIRECTIONS: [(Dialect, Dialect); 7] = [
     (Dialect::Hai, Dialect::Aap),
     (Dialect::Aap, Dialect::AgUi),
     (Dialect::Aap, Dialect::Hai),
+    (Dialect::Aap, Dialect::Aap),
 ];
 
 /// A 60-byte delta, different per event like real traffic.

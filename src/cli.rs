@@ -208,7 +208,8 @@ struct TranslateArgs {
     /// `tool_use` for the client to run); the request's tools when a request is given.
     #[arg(long, value_delimiter = ',')]
     aap_client_tools: Vec<String>,
-    /// AAP input: how permissions reach the client (auto, interrupt, confirm_tool).
+    /// AAP input: how permissions reach the client (auto, interrupt, confirm_tool); with AAP
+    /// output, auto shows them as the agent's own calls awaiting `tool_permission`.
     #[arg(long, default_value = "auto")]
     aap_hitl: HitlStyle,
     /// AAP input: the body is a `none` turn's JSON rather than SSE.
@@ -461,19 +462,25 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         args.aap_client_tools
     };
     let request = request.unwrap_or_default();
-    codecs.aap.read = ReadOptions {
-        client_tools: tools
-            .iter()
-            .filter(|t| *t != DEFAULT_TOOL)
-            .cloned()
-            .collect(),
-        hitl: resolve_hitl(
-            args.aap_hitl,
-            DEFAULT_TOOL,
-            &request,
-            args.to == Dialect::AgUi,
-        ),
-        ..ReadOptions::default()
+    codecs.aap.read = if args.to == Dialect::Aap && args.aap_hitl == HitlStyle::Auto {
+        // An AAP client in front of an AAP agent, as the AAP face runs one: its tools are its
+        // own, and the agent's permission requests reach it as the agent made them.
+        ReadOptions::for_aap_client(codecs.aap.turn.client_tools.clone(), Default::default())
+    } else {
+        ReadOptions {
+            client_tools: tools
+                .iter()
+                .filter(|t| *t != DEFAULT_TOOL)
+                .cloned()
+                .collect(),
+            hitl: resolve_hitl(
+                args.aap_hitl,
+                DEFAULT_TOOL,
+                &request,
+                args.to == Dialect::AgUi,
+            ),
+            ..ReadOptions::default()
+        }
     };
     codecs.tools = tools;
     let mut spec = PipelineSpec::new(args.from, args.to, ids);

@@ -292,12 +292,7 @@ fn check_dialects(
 ) {
     // The registry decides which pairs translate.
     if let Err(unsupported) = crate::dialect::check_pair(upstream_dialect, client) {
-        let message = if client == Dialect::Aap {
-            "aap clients in front of aap upstreams are not supported by this build (an AAP agent can be reached directly)".into()
-        } else {
-            unsupported.to_string()
-        };
-        p.at(at.clone(), &keys.whole(), message);
+        p.at(at.clone(), &keys.whole(), unsupported.to_string());
     }
     if upstream == Some(&Upstream::BuiltinDemo) && upstream_dialect != Dialect::AgUi {
         p.at(

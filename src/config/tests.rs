@@ -210,13 +210,20 @@ fn unknown_keys_and_missing_routes_are_errors() {
 }
 
 #[test]
-fn dialect_pairs_not_built_yet_are_refused_clearly() {
-    let mut o = flags("http://x:1/");
+fn every_dialect_pair_loads_and_each_aap_side_gets_its_table() {
+    // An AAP face in front of an AAP agent: `--agent-name` names both the face's agent and the
+    // agent it runs on.
+    let mut o = flags("http://x:1/v1");
     o.upstream_dialect = Some("aap".into());
     o.client = Some("aap".into());
     o.agent_name = Some("demo".into());
-    let err = load(None, &o).unwrap_err().to_string();
-    assert!(err.contains("not supported by this build"), "{err}");
+    let config = load(None, &o).unwrap_or_else(|e| panic!("aap/aap: {e}"));
+    let route = &config.routes[0];
+    assert_eq!(route.aap.as_ref().unwrap().name, "demo");
+    assert_eq!(
+        route.aap_upstream.as_ref().unwrap().agent.as_deref(),
+        Some("demo")
+    );
     // AG-UI and HAI clients in front of an AAP agent, which `--agent-name` names.
     for client in ["ag-ui", "hai"] {
         let mut o = flags("http://x:1/v1");

@@ -475,6 +475,7 @@ impl Gateway {
                     &self.store,
                     &self.settling,
                     &self.budget,
+                    &self.aap_client,
                 );
                 aap_server::handle(&face, &self.relay, request).await
             }

@@ -13,9 +13,10 @@ use std::time::Duration;
 use serde_json::{json, Map};
 
 use super::{
-    new_session_id, Principal, Session, SessionConfig, SessionLimits, Store, StoreError,
-    ThreadRecord, TurnCommit,
+    new_session_id, PendingCall, Principal, Session, SessionConfig, SessionLimits, Store,
+    StoreError, ThreadRecord, TurnCommit,
 };
+use crate::dialect::aap::fingerprint::Forwarded;
 use crate::event::{Message, MessageContent, UserMessage};
 
 /// A store under test, and whatever must live as long as it does.
@@ -211,6 +212,19 @@ pub(crate) async fn a_session_reads_back_as_it_was_written(make: &Maker) {
                  "parameters": {"type": "object", "properties": {"x": {"type": "number"}}}}
             ]))
             .unwrap(),
+            // The agent session of a face in front of an AAP agent rides with the session.
+            upstream: Some(ThreadRecord {
+                session_id: "sess_9".into(),
+                agent: "agent".into(),
+                forwarded: vec![Forwarded::new("u1".into(), "user")],
+                pending: vec![PendingCall {
+                    id: "c2".into(),
+                    name: "fetch".into(),
+                    client: false,
+                    held: None,
+                }],
+                ..ThreadRecord::default()
+            }),
         },
         history: messages,
         state: Some(json!({"n": 1, "list": [1, 2]})),

@@ -116,6 +116,7 @@ fn full_session(owner: Principal) -> Session {
                 description: "Pick a colour".into(),
                 parameters: json!({"type": "object", "properties": {"c": {"type": "string"}}}),
             }],
+            upstream: None,
         },
         history,
         state: Some(json!({"count": 3, "items": ["a", {"b": true}]})),

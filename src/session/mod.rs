@@ -4,7 +4,9 @@
 //!   changed by later turns), its history as canonical messages, the last AG-UI state, and the
 //!   calls its last turn left pending;
 //! - thread records of AAP upstreams (§4.3): per route, principal and AG-UI thread, the AAP
-//!   session and what the agent has seen ([`ThreadRecord`]).
+//!   session and what the agent has seen ([`ThreadRecord`]). An AAP face in front of an AAP
+//!   agent keeps the same record inside its session instead ([`SessionConfig::upstream`]), so
+//!   the pair lives, persists, expires and is deleted as one.
 //!
 //! [`Store`] is the seam between the gateway and where sessions are kept ([`backend`]):
 //! [`MemoryStore`] (dashmap, the default), [`FileStore`] (durable, one process) and
@@ -146,6 +148,11 @@ pub struct SessionConfig {
     pub server_tools: Vec<ServerToolRef>,
     /// Client tools, replaced as a whole by a turn that sends them.
     pub client_tools: Vec<ToolSpec>,
+    /// The AAP agent session this session runs on, when its route's upstream speaks AAP
+    /// (`adapters::aap_server`): created by the session's first turn, written back with each
+    /// turn, and gone with the session. Absent for every other upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<ThreadRecord>,
 }
 
 /// One session.

@@ -10,6 +10,7 @@
 
 mod support;
 
+mod aap_aap;
 mod aap_agent_selftest;
 mod aap_face;
 mod aap_faults;

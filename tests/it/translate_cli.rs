@@ -1,6 +1,8 @@
 //! `dialect-proxy translate` runs the proxy's pipeline offline: a recorded upstream stream in,
 //! exactly what a client would have received out.
 
+use crate::support;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -106,11 +108,25 @@ fn an_aap_turn_translates_offline() {
 }
 
 #[test]
-fn unsupported_pairs_fail_clearly() {
+fn an_aap_turn_translates_to_an_aap_turn_offline() {
+    // Every pair translates, AAP to AAP too: an agent's permission request reaches the AAP
+    // client as the agent's own call, the stop unchanged.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aap-aap");
     let out = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"))
-        .args(["translate", "--from", "aap", "--to", "aap", "/dev/null"])
+        .args(["translate", "--from", "aap", "--to", "aap"])
+        .arg(dir.join("permission.in"))
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported by this build"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = support::aap::parse_aap_stream(&out.stdout);
+    assert_eq!(
+        support::aap::event_names(&events),
+        ["turn_start", "tool_call", "turn_stop"]
+    );
+    assert_eq!(events[1].1["name"], "web_fetch");
+    assert_eq!(support::aap::stop_reason(&events), "tool_use");
 }

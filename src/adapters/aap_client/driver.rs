@@ -10,7 +10,7 @@ use crate::config::AapUpstream;
 use crate::dialect::aap::read::{AapCall, Hitl};
 use crate::dialect::aap::types::{AapMessage, StopReason, StreamMode, TurnRequest};
 use crate::dialect::aap::AapReader;
-use crate::dialect::AnyWriter;
+use crate::dialect::Writer;
 use crate::error::{ErrorCode, Failure};
 use crate::event::RunAgentInput;
 use crate::http::body::{Hold, Next, RunOwner};
@@ -53,6 +53,10 @@ pub(super) struct RunState {
     /// Permissions answered for the client, kept for its next run when it also has results
     /// to give (A3 with a mixed stop).
     pub(super) held: Vec<(String, bool)>,
+    /// The agent session this run created, if it created one.
+    pub(super) created: Option<String>,
+    /// The agent session a diverged history made this run leave, if any.
+    pub(super) replaced: Option<String>,
 }
 
 pub(super) type Shared = Arc<Mutex<RunState>>;
@@ -64,7 +68,7 @@ pub(super) fn lock(state: &Shared) -> std::sync::MutexGuard<'_, RunState> {
 }
 
 /// Decides what follows each turn, and hands the record over when the run ends.
-pub(super) struct Driver {
+pub(crate) struct Driver {
     pub(super) link: Link,
     pub(super) state: Shared,
 }
@@ -99,8 +103,8 @@ impl Driver {
     }
 }
 
-impl RunOwner<AapReader, AnyWriter> for Driver {
-    fn after_handover(&mut self, pipeline: &mut Pipeline<AapReader, AnyWriter>) -> Next {
+impl<W: Writer + Send + 'static> RunOwner<AapReader, W> for Driver {
+    fn after_handover(&mut self, pipeline: &mut Pipeline<AapReader, W>) -> Next {
         let Some(stop) = pipeline.reader().stop().cloned() else {
             return Next::End;
         };
@@ -173,39 +177,70 @@ impl RunOwner<AapReader, AnyWriter> for Driver {
         self.follow(answers)
     }
 
-    fn ended(
-        &mut self,
-        pipeline: &mut Pipeline<AapReader, AnyWriter>,
-        _outcome: Outcome,
-    ) -> Option<Hold> {
+    fn ended(&mut self, pipeline: &mut Pipeline<AapReader, W>, _outcome: Outcome) -> Option<Hold> {
+        self.settle(pipeline.reader());
         let mut s = lock(&self.state);
         let thread = s.thread.take()?;
-        let reader = pipeline.reader();
-        // What the agent produced counts as seen once its turn stopped; a cut turn leaves the
-        // record as the accepted input made it.
-        if let Some(stop) = reader.final_stop() {
-            let options = reader.options().clone();
-            s.record.forwarded.extend(reader.outputs().iter().cloned());
-            s.record.pending = if stop.reason == StopReason::ToolUse {
-                stop.unresolved
-                    .iter()
-                    .map(|c| PendingCall {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        client: c.is_client(&options),
-                        held: s
-                            .held
-                            .iter()
-                            .find(|(id, _)| *id == c.id)
-                            .map(|(_, g)| (*g, None)),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-        }
         // A run that never reached a session leaves no record.
         let record = (!s.record.session_id.is_empty()).then(|| s.record.clone());
         thread.report(record)
+    }
+}
+
+impl Driver {
+    /// Folds the run's end into the record: what the agent produced counts as seen once its
+    /// turn stopped, with the calls it stopped on; a cut turn leaves the record as the accepted
+    /// input made it.
+    fn settle(&self, reader: &AapReader) {
+        let mut s = lock(&self.state);
+        let Some(stop) = reader.final_stop() else {
+            return;
+        };
+        let options = reader.options().clone();
+        s.record.forwarded.extend(reader.outputs().iter().cloned());
+        s.record.pending = if stop.reason == StopReason::ToolUse {
+            stop.unresolved
+                .iter()
+                .map(|c| PendingCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    client: c.is_client(&options),
+                    held: s
+                        .held
+                        .iter()
+                        .find(|(id, _)| *id == c.id)
+                        .map(|(_, g)| (*g, None)),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+    }
+
+    /// The record as the run leaves it, once the stream has ended; `None` when the run never
+    /// reached an agent session (the record it started from still stands then).
+    pub(crate) fn record(&self) -> Option<ThreadRecord> {
+        let s = lock(&self.state);
+        (!s.record.session_id.is_empty()).then(|| s.record.clone())
+    }
+
+    /// The agent session this run created, if it created one.
+    pub(crate) fn created_session(&self) -> Option<String> {
+        lock(&self.state).created.clone()
+    }
+
+    /// The agent session this run left for a new one because the history diverged, if any.
+    pub(crate) fn replaced_session(&self) -> Option<String> {
+        lock(&self.state).replaced.clone()
+    }
+
+    /// Deletes agent session `session_id` (best effort, logged): for a task to run, the stream
+    /// being over.
+    pub(crate) fn delete_session(
+        &self,
+        session_id: String,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let link = self.link.clone();
+        async move { link.delete_session(&session_id).await }
     }
 }

@@ -1,7 +1,7 @@
 //! The requests of one route toward its AAP agent: `GET /meta` (cached per base URL in the
-//! [`Directory`]), `POST /sessions` and `POST /sessions/:id/turns`, each with the route's
-//! outbound credential (`auth::outbound`). Failures carry safe sentences; the agent's URL,
-//! answers and session ids are logged, never told to the client.
+//! [`Directory`]), `POST /sessions`, `POST /sessions/:id/turns` and `DELETE /sessions/:id`,
+//! each with the route's outbound credential (`auth::outbound`). Failures carry safe sentences;
+//! the agent's URL, answers and session ids are logged, never told to the client.
 
 use std::sync::Arc;
 
@@ -161,6 +161,39 @@ impl Link {
                     "the AAP upstream created a session without a sessionId",
                 )
             })
+    }
+
+    /// `DELETE /sessions/:id`: the agent forgets a session the gateway is done with. Best
+    /// effort: a session the agent no longer knows is gone already; any other failure is
+    /// logged, never told to a client.
+    pub(super) async fn delete_session(&self, session_id: &str) {
+        let uri = match self.uri(&format!("/sessions/{session_id}")) {
+            Ok(uri) => uri,
+            Err(_) => return,
+        };
+        let headers = self.headers().await;
+        match self
+            .client
+            .send(
+                Method::DELETE,
+                &uri,
+                headers,
+                Vec::new(),
+                self.headers_timeout,
+            )
+            .await
+        {
+            Ok(_) => tracing::info!(agent_session_id = %session_id, "AAP agent session deleted"),
+            Err(f) if f.code == ErrorCode::UpstreamHttp(404) => {
+                tracing::debug!(agent_session_id = %session_id, "the AAP agent had already forgotten the session");
+            }
+            Err(f) => tracing::warn!(
+                agent_session_id = %session_id,
+                code = %f.code,
+                detail = %f.message,
+                "could not delete the AAP agent's session; the agent's own retention decides"
+            ),
+        }
     }
 
     pub(super) async fn turn(

@@ -21,6 +21,12 @@
 //!    `end_turn`; the gateway's own answers for a client that cannot be asked (A3); or the end.
 //! 7. The record is saved after every accepted turn, and by the thread's committer task when
 //!    the stream ends (the stream's last frame waits for it).
+//!
+//! The same machinery serves the AAP face in front of an AAP agent ([`AapClient::face_turn`]):
+//! there the face's session stands for the thread. Its turn lease replaces step 2's mark, and
+//! its record travels in the face session (`crate::session::SessionConfig::upstream`), written
+//! back with the turn by the face's committer, so one face session maps to exactly one agent
+//! session for as long as it lives.
 
 mod driver;
 mod link;
@@ -35,7 +41,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
 use crate::config::aap_client::StreamChoice;
-use crate::config::{Route, Upstream};
+use crate::config::{AapUpstream, Route, Upstream};
 use crate::dialect::aap::read::ReadOptions;
 use crate::dialect::aap::types::{
     AapMessage, AgentConfig, AgentOverrides, CreateSession, StreamMode, TurnRequest,
@@ -47,11 +53,12 @@ use crate::event::RunAgentInput;
 use crate::http::body::{OpenFuture, Source, UpstreamBody};
 use crate::http::relay::Relay;
 use crate::http::response::{event_stream, ResponseBody};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::session::{Principal, Settling, Store, StoreError, ThreadRecord};
 use crate::sse::Framing;
 use crate::telemetry::metrics::Metrics;
-use driver::{lock, Driver, RunState, Shared, Stage};
+pub(crate) use driver::Driver;
+use driver::{lock, RunState, Shared, Stage};
 pub use link::Directory;
 use link::Link;
 use planner::{plan, resolve_hitl, PlanOptions, RunPlan, SessionPlan};
@@ -80,32 +87,12 @@ impl AapClient {
         &self,
         relay: &Relay,
         route: &Route,
-        mut headers: HeaderMap,
+        headers: HeaderMap,
         principal: &Principal,
         input: RunAgentInput,
         span: tracing::Span,
     ) -> Result<Response<ResponseBody>, Failure> {
-        let config = route.aap_upstream.clone().unwrap_or_default();
-        let Upstream::Url(base) = &route.upstream else {
-            return Err(Failure::new(
-                ErrorCode::NotImplemented,
-                "the built-in demo agent speaks AG-UI, not AAP",
-            ));
-        };
-        let outbound = relay.outbound(route);
-        if let Some(key) = &config.api_key {
-            if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
-                headers.insert(header::AUTHORIZATION, value);
-            }
-        }
-        let link = Link {
-            client: relay.client(route),
-            base: base.to_string().trim_end_matches('/').to_owned(),
-            headers,
-            outbound,
-            headers_timeout: route.limits.headers_timeout,
-            directory: Arc::clone(&self.directory),
-        };
+        let (link, config) = self.link(relay, route, headers)?;
         let hitl = resolve_hitl(
             config.hitl,
             &config.confirm_tool,
@@ -139,6 +126,8 @@ impl AapClient {
             stage: Stage::First,
             mode: StreamMode::None,
             held: Vec::new(),
+            created: None,
+            replaced: None,
         }));
         let open: OpenFuture = Box::pin(first_turn(
             link.clone(),
@@ -151,9 +140,126 @@ impl AapClient {
         let body = relay.body(route, Source::Opening(open), pipeline, driver, span);
         Ok(event_stream(body))
     }
+
+    /// A turn of an AAP face whose route's upstream is an AAP agent (the AAP client in front of
+    /// an AAP agent): `input` is the face's canonical run of the turn (its whole session
+    /// history, the client tools, `forwardedProps.aap`), `record` the face session's agent
+    /// session, if it has one. The agent's turns are read into the run as for any AAP client,
+    /// but the record lives in the face's session, not in a thread record: the face's own turn
+    /// lease serialises its turns, and the caller takes the record back from the [`Driver`]
+    /// when the stream ends ([`Driver::record`]).
+    ///
+    /// The client's tools are its own (none is a confirm tool), and a permission the agent asks
+    /// for reaches the run as an interrupt on the agent's own call
+    /// ([`ReadOptions::for_aap_client`]), which the AAP writer shows the client as that call
+    /// awaiting `tool_permission`; the answer comes back as `resume` and goes to the agent as
+    /// `tool_permission` again.
+    pub(crate) fn face_turn(
+        &self,
+        relay: &Relay,
+        route: &Route,
+        headers: HeaderMap,
+        input: RunAgentInput,
+        record: Option<ThreadRecord>,
+    ) -> Result<FaceTurn, Failure> {
+        let (link, mut config) = self.link(relay, route, headers)?;
+        // An AAP client declares no confirm tool: every tool it names is the agent's to see.
+        config.confirm_tool = String::new();
+        let options = relay.pipeline_options(route, &input, Framing::Sse);
+        let client_tools = input.tools.iter().map(|t| t.name.clone()).collect();
+        let reader = AapReader::new(
+            &options.ids,
+            ReadOptions::for_aap_client(client_tools, config.limit_stops),
+        );
+        let state: Shared = Arc::new(Mutex::new(RunState {
+            // No thread record: the key and its owner name the face session, for nothing more
+            // than the state's completeness (the face checked the caller already).
+            key: input.thread_id.clone(),
+            owner: Principal::anonymous(),
+            config,
+            input,
+            thread: None,
+            record: ThreadRecord::default(),
+            plan: None,
+            stage: Stage::First,
+            mode: StreamMode::None,
+            held: Vec::new(),
+            created: None,
+            replaced: None,
+        }));
+        let open: OpenFuture = Box::pin(open_first(link.clone(), Arc::clone(&state), record));
+        Ok(FaceTurn {
+            reader,
+            source: Source::Opening(open),
+            driver: Driver { link, state },
+            options,
+        })
+    }
+
+    /// Deletes the agent session `session_id` on `route`'s agent, for a face session deleted
+    /// by its client. Best effort: the face session is gone whatever the agent answers; a
+    /// failure is logged, and the agent's own retention decides.
+    pub(crate) async fn delete_session(
+        &self,
+        relay: &Relay,
+        route: &Route,
+        headers: HeaderMap,
+        session_id: &str,
+    ) {
+        let link = match self.link(relay, route, headers) {
+            Ok((link, _)) => link,
+            Err(failure) => {
+                tracing::warn!(code = %failure.code, "cannot reach the AAP agent to delete its session");
+                return;
+            }
+        };
+        link.delete_session(session_id).await;
+    }
+
+    /// The requests toward `route`'s AAP agent, with `headers` and the route's API key, and the
+    /// route's AAP client settings.
+    fn link(
+        &self,
+        relay: &Relay,
+        route: &Route,
+        mut headers: HeaderMap,
+    ) -> Result<(Link, AapUpstream), Failure> {
+        let config = route.aap_upstream.clone().unwrap_or_default();
+        let Upstream::Url(base) = &route.upstream else {
+            return Err(Failure::new(
+                ErrorCode::NotImplemented,
+                "the built-in demo agent speaks AG-UI, not AAP",
+            ));
+        };
+        let outbound = relay.outbound(route);
+        if let Some(key) = &config.api_key {
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                headers.insert(header::AUTHORIZATION, value);
+            }
+        }
+        let link = Link {
+            client: relay.client(route),
+            base: base.to_string().trim_end_matches('/').to_owned(),
+            headers,
+            outbound,
+            headers_timeout: route.limits.headers_timeout,
+            directory: Arc::clone(&self.directory),
+        };
+        Ok((link, config))
+    }
 }
 
-/// Steps 2–5 of the module docs.
+/// What a face's turn on an AAP agent runs with ([`AapClient::face_turn`]): the reader of the
+/// agent's turns, where its bytes come from (the first turn, opened inside the stream), the
+/// driver that decides what follows each stop and keeps the record, and the pipeline's options.
+pub(crate) struct FaceTurn {
+    pub(crate) reader: AapReader,
+    pub(crate) source: Source,
+    pub(crate) driver: Driver,
+    pub(crate) options: PipelineOptions,
+}
+
+/// Steps 2–5 of the module docs, for a thread of an AG-UI or HAI client.
 async fn first_turn(
     link: Link,
     store: Arc<dyn Store>,
@@ -201,6 +307,22 @@ async fn first_turn(
         Arc::clone(&metrics),
         &settling,
     ));
+    let opened = open_first(link, Arc::clone(&state), record).await?;
+    let record = lock(&state).record.clone();
+    if !record.session_id.is_empty() {
+        thread::save(store.as_ref(), &key, record, &metrics).await;
+    }
+    Ok(opened)
+}
+
+/// Steps 3–5 of the module docs: the agent, the plan, the session, the first turn. `record` is
+/// what the agent has seen of this conversation so far, if anything; once the agent accepts
+/// the turn, the run's state holds the record as it now stands.
+async fn open_first(
+    link: Link,
+    state: Shared,
+    record: Option<ThreadRecord>,
+) -> Result<(UpstreamBody, Framing), Failure> {
     let (config, input) = {
         let s = lock(&state);
         (s.config.clone(), s.input.clone())
@@ -294,6 +416,13 @@ async fn first_turn(
             ),
             None => tracing::debug!(session_id = %id, seeded = seed.len(), "AAP session created"),
         }
+        {
+            let mut s = lock(&state);
+            s.created = Some(id.clone());
+            if divergence.is_some() && !record.session_id.is_empty() {
+                s.replaced = Some(record.session_id.clone());
+            }
+        }
         record.session_id = id;
         record.forwarded = seed_ids.clone();
         record.pending.clear();
@@ -324,6 +453,7 @@ async fn first_turn(
                 session_id = %id,
                 "the AAP agent lost the session; recreated it from the client's history"
             );
+            lock(&state).created = Some(id.clone());
             record.session_id = id;
             record.forwarded = plan.recreate_ids.clone();
             turn.agent = None;
@@ -351,7 +481,6 @@ async fn first_turn(
     record.server_tools = plan.server_tools.clone();
     record.options = plan.options.clone();
     record.pending.clear();
-    thread::save(store.as_ref(), &key, record.clone(), &metrics).await;
     let mut s = lock(&state);
     s.record = record;
     s.stage = if users_now {

@@ -18,7 +18,7 @@
 //!
 //! The confirm calls and their answers never reach the agent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -488,6 +488,22 @@ fn permission(call_id: String, granted: bool, reason: Option<String>) -> AapMess
         granted,
         reason: if granted { None } else { reason },
     }
+}
+
+/// Brings a record in line with the history a gateway that owns the conversation (the AAP face)
+/// commits: the agent has seen exactly the messages it was sent or wrote that the history
+/// keeps, each as the history keeps it. Messages the history dropped (the step a failure
+/// interrupted) leave the record, so the next turn continues after what the history shows;
+/// the agent may remember more than the history does, never less.
+pub fn reconcile(record: &mut ThreadRecord, history: &[Message]) {
+    let kept: HashMap<&str, &Message> = history.iter().map(|m| (m.id(), m)).collect();
+    let mut seen = HashSet::new();
+    record.forwarded = record
+        .forwarded
+        .iter()
+        .filter(|f| seen.insert(f.id.clone()))
+        .filter_map(|f| kept.get(f.id.as_str()).map(|m| Forwarded::of(m)))
+        .collect();
 }
 
 /// Drops the media the agent cannot take from user and tool content (`capabilities.image`;

@@ -144,3 +144,33 @@ fn answers_must_all_come_and_become_permissions() {
                {"role": "tool_permission", "toolCallId": "c2", "granted": false, "reason": "no"}])
     );
 }
+
+#[test]
+fn the_record_keeps_what_the_history_keeps_as_the_history_keeps_it() {
+    let history: Vec<Message> = serde_json::from_value(json!([
+        {"id": "u1", "role": "user", "content": "hi"},
+        {"id": "r.m0", "role": "assistant", "content": "calling", "toolCalls": [
+            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"id": "r.t0", "role": "tool", "toolCallId": "c1", "content": "ok"}
+    ]))
+    .unwrap();
+    let mut record = ThreadRecord {
+        session_id: "sess_1".into(),
+        forwarded: vec![
+            Forwarded::new("u1".into(), "user"),
+            // Streamed with other text than the history keeps: refreshed.
+            Forwarded::new("r.m0".into(), "assistant"),
+            Forwarded::new("r.t0".into(), "tool"),
+            Forwarded::new("r.t0".into(), "tool"),
+            // The interrupted step the face dropped.
+            Forwarded::new("r.m1".into(), "assistant"),
+        ],
+        ..ThreadRecord::default()
+    };
+    reconcile(&mut record, &history);
+    let ids: Vec<&str> = record.forwarded.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["u1", "r.m0", "r.t0"]);
+    for (f, m) in record.forwarded.iter().zip(&history) {
+        assert!(f.matches(m), "{} is recorded as the history holds it", f.id);
+    }
+}

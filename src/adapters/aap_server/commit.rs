@@ -29,13 +29,14 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::adapters::aap_client::planner;
 use crate::dialect::aap::types::StopReason;
 use crate::dialect::aap::AapWriter;
 use crate::dialect::Reader;
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::{self, report_and_hold, Hold, RunOwner};
 use crate::pipeline::Pipeline;
-use crate::session::{SessionConfig, Settling, Store, TurnCommit, UnderWay};
+use crate::session::{SessionConfig, Settling, Store, ThreadRecord, TurnCommit, UnderWay};
 use crate::telemetry::metrics::{Metrics, Outcome};
 
 /// What the stream reports when it ends.
@@ -76,6 +77,16 @@ impl TurnOwner {
             report: Some(report),
             config: Some(config),
             stored,
+        }
+    }
+}
+
+impl TurnOwner {
+    /// The agent session the turn leaves, for a session running on an AAP agent: written back
+    /// with the turn (`SessionConfig::upstream`), as the history it commits keeps it.
+    pub(super) fn set_upstream(&mut self, record: ThreadRecord) {
+        if let Some(config) = self.config.as_mut() {
+            config.upstream = Some(record);
         }
     }
 }
@@ -151,17 +162,24 @@ async fn commit(
     }
 }
 
+/// Whether the upstream failed before its first event: the turn then leaves the session as it
+/// was (read before the stream's end takes the writer's stop).
+pub(super) fn nothing_ran<R: Reader>(pipeline: &Pipeline<R, AapWriter>) -> bool {
+    let reason = pipeline.writer().stop().map(|s| s.reason);
+    pipeline.stats().events_in == 0 && reason.is_none_or(|r| r == StopReason::Error)
+}
+
 /// What the turn leaves in its session; see the module docs.
 fn settle<R: Reader>(
     pipeline: &mut Pipeline<R, AapWriter>,
     config: SessionConfig,
     stored: usize,
 ) -> Settled {
-    let events_in = pipeline.stats().events_in;
     let failure = pipeline.failure();
+    let nothing = nothing_ran(pipeline);
     let (mut transcript, stop) = pipeline.writer_mut().take();
     let reason = stop.as_ref().map(|s| s.reason);
-    if events_in == 0 && reason.is_none_or(|r| r == StopReason::Error) {
+    if nothing {
         let code = failure.unwrap_or(ErrorCode::UpstreamTruncated);
         tracing::warn!(code = %code, "the upstream failed before its first event; the session is unchanged");
         return Settled::NothingRan(Failure::new(
@@ -187,6 +205,10 @@ fn settle<R: Reader>(
     );
     let kept = transcript.unchanged().min(stored);
     let (history, state) = transcript.into_parts();
+    let mut config = config;
+    if let Some(record) = config.upstream.as_mut() {
+        planner::reconcile(record, &history);
+    }
     Settled::Commit(Box::new(TurnCommit {
         config,
         history,

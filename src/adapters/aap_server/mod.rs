@@ -26,8 +26,13 @@
 //! The face owns its state: sessions live in the store it is handed, a turn's run is a
 //! pipeline it builds with the AAP writer, and the turn is written back by a committer task
 //! ([`commit`]) once the stream reports its end.
+//!
+//! The agent behind a face speaks AG-UI, HAI, or AAP itself. An AAP agent is driven by the
+//! gateway's AAP client ([`relayed`]): each face session maps to exactly one agent session,
+//! created by its first turn, kept in the face session, deleted with it.
 
 mod commit;
+mod relayed;
 mod sessions;
 mod turn;
 
@@ -37,6 +42,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
+use crate::adapters::aap_client::AapClient;
 use crate::config::{AapAgent, Route};
 use crate::dialect::aap::types::{AgentInfo, Capabilities, Meta};
 use crate::dialect::aap::PROTOCOL_VERSION;
@@ -56,6 +62,8 @@ pub(crate) struct Face<'a> {
     pub(crate) settling: &'a Arc<Settling>,
     /// The gateway's budget of buffered request bytes, which request bodies are read within.
     pub(crate) budget: &'a BodyBudget,
+    /// Runs the turns of agents that speak AAP themselves ([`relayed`]).
+    pub(crate) aap_client: &'a AapClient,
 }
 
 impl<'a> Face<'a> {
@@ -66,6 +74,7 @@ impl<'a> Face<'a> {
         store: &'a Arc<dyn Store>,
         settling: &'a Arc<Settling>,
         budget: &'a BodyBudget,
+        aap_client: &'a AapClient,
     ) -> Face<'a> {
         Face {
             prefix: route.path.trim_end_matches('/'),
@@ -76,6 +85,7 @@ impl<'a> Face<'a> {
             store,
             settling,
             budget,
+            aap_client,
         }
     }
 
@@ -138,7 +148,10 @@ pub(crate) async fn handle(
         (["sessions"], &Method::GET) => sessions::list(face, owner, request.uri().query()).await,
         (["sessions"], &Method::POST) => sessions::create(face, owner, request).await,
         (["sessions", id], &Method::GET) => sessions::get(face, owner, id).await,
-        (["sessions", id], &Method::DELETE) => sessions::delete(face, owner, id).await,
+        (["sessions", id], &Method::DELETE) => {
+            let id = (*id).to_owned();
+            sessions::delete(face, relay, owner, &id, request).await
+        }
         (["sessions", id, "history"], &Method::GET) => {
             sessions::history(face, owner, id, request.uri().query()).await
         }

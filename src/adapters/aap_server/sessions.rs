@@ -13,8 +13,10 @@ use crate::dialect::aap::history::{history_from_aap, to_aap};
 use crate::dialect::aap::types::{
     AgentConfig, CreateSession, OptionKind, ServerToolRef, SessionInfo, ToolSpec,
 };
+use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::history_bytes;
+use crate::http::relay::Relay;
 use crate::http::request_body::read_body;
 use crate::http::response::{full, json as json_response, ResponseBody};
 use crate::session::{new_session_id, Principal, Session, SessionConfig};
@@ -126,17 +128,31 @@ pub(super) async fn get(
     Ok(json_response(StatusCode::OK, &info(face, &session)))
 }
 
-/// `DELETE /sessions/:id` → 204.
+/// `DELETE /sessions/:id` → 204. A session running on an AAP agent takes its agent session
+/// with it: the agent is asked to delete it once the face's is gone (best effort, see
+/// [`crate::adapters::aap_client::AapClient::delete_session`]).
 pub(super) async fn delete(
     face: &Face<'_>,
+    relay: &Relay,
     owner: &Principal,
     id: &str,
+    request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Failure> {
-    face.session_config(id, owner).await?;
+    let config = face.session_config(id, owner).await?;
     if !face.store.delete(id, owner).await.map_err(store_failure)? {
         return Err(no_session(id));
     }
     tracing::info!(session_id = %id, "session deleted");
+    let agent_session = config.upstream.filter(|r| !r.session_id.is_empty());
+    if let (Some(record), Some((route, _))) = (agent_session, face.agent(&config.agent)) {
+        if route.upstream_dialect == Dialect::Aap {
+            let (parts, _) = request.into_parts();
+            let headers = relay.upstream_headers(route, &parts);
+            face.aap_client
+                .delete_session(relay, route, headers, &record.session_id)
+                .await;
+        }
+    }
     Ok(full(StatusCode::NO_CONTENT, None, bytes::Bytes::new()))
 }
 

@@ -12,7 +12,9 @@
 //!    `SESSION_STORAGE_FULL` when it would pass `max_total_bytes`; `crate::session`). What the
 //!    run may add is what `max_history_bytes` leaves.
 //! 5. Run the upstream through the pipeline with the AAP writer; stream (`delta`, `message`) or
-//!    answer JSON (`none`).
+//!    answer JSON (`none`). An agent that speaks AAP itself is run by the AAP client on the
+//!    session's own agent session (`super::relayed`); it gets no confirm tool, since it asks
+//!    its permissions itself.
 //! 6. Commit when the stream ends, however it ends, by the turn's committer task
 //!    (`super::commit`), which holds the session's running mark from step 1 on.
 
@@ -25,6 +27,7 @@ use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use super::commit::{self, Ended, Reporter, TurnOwner};
+use super::relayed;
 use super::sessions::{client_tools, merge_options, server_tools};
 use super::{invalid, parse_body, store_failure, Face};
 use crate::config::{AapAgent, Route};
@@ -35,6 +38,7 @@ use crate::dialect::aap::{
     is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TURN_START_FRAME,
 };
 use crate::dialect::confirm::permission_resume;
+use crate::dialect::Dialect;
 use crate::error::{ErrorCode, Failure};
 use crate::event::IdMint;
 use crate::event::{history_bytes, remove_calls};
@@ -113,6 +117,13 @@ pub(super) async fn turn(
     let mode = StreamMode::from_wire(turn.stream.as_deref());
     let run_id = uuid::Uuid::new_v4().to_string();
     let max_history_bytes = face.store.limits().max_history_bytes;
+    let relayed_agent;
+    let agent = if route.upstream_dialect == Dialect::Aap {
+        relayed_agent = relayed::agent(agent);
+        &relayed_agent
+    } else {
+        agent
+    };
     let prepared = match prepare(agent, session, turn, &run_id, max_history_bytes) {
         Ok(prepared) => prepared,
         Err(failure) => {
@@ -140,7 +151,7 @@ pub(super) async fn turn(
         mode,
     };
     let headers = relay.upstream_headers(route, &parts);
-    run(relay, route, headers, turn, span).await
+    run(relay, face, route, headers, turn, span).await
 }
 
 /// A turn whose session is marked running, with the committer that will end the mark.
@@ -426,6 +437,7 @@ fn for_upstream(history: &[Message]) -> Option<Vec<Message>> {
 /// Step 5: the upstream, the pipeline, the response.
 async fn run(
     relay: &Relay,
+    face: &Face<'_>,
     route: &Route,
     headers: http::HeaderMap,
     turn: Turn,
@@ -450,6 +462,34 @@ async fn run(
     // The gateway's own API key is not the agent's business: `Relay::upstream_headers` and the
     // relay's outbound rules keep it from the agent (the face's keys are its route's `auth`).
     span.in_scope(|| tracing::debug!(messages = input.messages.len(), "turn starts"));
+    let writer_options = TurnOptions {
+        mode,
+        client_tools,
+        confirm_tool,
+    };
+    if route.upstream_dialect == Dialect::Aap {
+        // The agent keeps its own history: the AAP client sends it only what it has not seen,
+        // and the whole history stays the transcript's.
+        let history = history.unwrap_or_else(|| input.messages.clone());
+        let state = input.state.take();
+        let record = config.upstream.clone();
+        let agent = match face
+            .aap_client
+            .face_turn(relay, route, headers, input, record)
+        {
+            Ok(agent) => agent,
+            Err(failure) => {
+                reporter.close(committer).await;
+                return Err(failure);
+            }
+        };
+        let writer = AapWriter::new(writer_options, Transcript::new(history, state, budget));
+        let pipeline = Pipeline::from_parts(agent.reader, writer, agent.options);
+        let turn = TurnOwner::new(reporter, config, stored);
+        let owner = relayed::Owner::new(agent.driver, turn);
+        let body = relay.body(route, agent.source, pipeline, owner, span);
+        return respond(body, mode, committer).await;
+    }
     let opened = relay.open(route, headers, &input).await;
     let (upstream, framing) = match opened {
         Ok(opened) => opened,
@@ -473,16 +513,24 @@ async fn run(
         .reader(&options.ids, framing, &codecs);
     let history = history.unwrap_or_else(|| std::mem::take(&mut input.messages));
     let writer = AapWriter::new(
-        TurnOptions {
-            mode,
-            client_tools,
-            confirm_tool,
-        },
+        writer_options,
         Transcript::new(history, input.state.take(), budget),
     );
     let pipeline = Pipeline::from_parts(reader, writer, options);
     let owner = TurnOwner::new(reporter, config, stored);
     let body = relay.body(route, Source::Body(upstream), pipeline, owner, span);
+    respond(body, mode, committer).await
+}
+
+/// The turn's response: the stream, or (`none`) its JSON once the committer has the turn.
+async fn respond<B>(
+    body: B,
+    mode: StreamMode,
+    committer: tokio::task::JoinHandle<Ended>,
+) -> Result<Response<ResponseBody>, Failure>
+where
+    B: http_body::Body<Data = bytes::Bytes, Error = std::convert::Infallible> + Send + 'static,
+{
     if mode != StreamMode::None {
         return Ok(event_stream(body));
     }

@@ -99,6 +99,21 @@ impl Default for ReadOptions {
     }
 }
 
+impl ReadOptions {
+    /// How an AAP agent's turns are read for an AAP client (the AAP face in front of an AAP
+    /// agent): `client_tools` are the client's own tools, and a permission the agent asks for
+    /// becomes an interrupt on the agent's own call, which the AAP writer shows the client as
+    /// that very call awaiting `tool_permission` (`translation.md` §6.2 A1 then B1), so the
+    /// client sees the agent's stop as the agent made it.
+    pub fn for_aap_client(client_tools: Vec<String>, limit_stops: LimitStops) -> ReadOptions {
+        ReadOptions {
+            client_tools,
+            hitl: Hitl::Interrupt,
+            limit_stops,
+        }
+    }
+}
+
 /// A call the agent made in the current turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AapCall {
