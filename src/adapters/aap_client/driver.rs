@@ -59,6 +59,31 @@ pub(super) struct RunState {
     pub(super) replaced: Option<String>,
 }
 
+impl RunState {
+    /// A run about to open its first turn: no thread reporter, record or plan yet.
+    pub(super) fn shared(
+        key: String,
+        owner: Principal,
+        config: AapUpstream,
+        input: RunAgentInput,
+    ) -> Shared {
+        Arc::new(Mutex::new(RunState {
+            key,
+            owner,
+            config,
+            input,
+            thread: None,
+            record: ThreadRecord::default(),
+            plan: None,
+            stage: Stage::First,
+            mode: StreamMode::None,
+            held: Vec::new(),
+            created: None,
+            replaced: None,
+        }))
+    }
+}
+
 pub(super) type Shared = Arc<Mutex<RunState>>;
 
 pub(super) fn lock(state: &Shared) -> std::sync::MutexGuard<'_, RunState> {

@@ -33,7 +33,7 @@ mod link;
 pub mod planner;
 mod thread;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Response};
@@ -115,20 +115,8 @@ impl AapClient {
         );
         let writer = route.client.writer(&relay.codecs(route, &input.tools));
         let pipeline = Pipeline::from_parts(reader, writer, options);
-        let state: Shared = Arc::new(Mutex::new(RunState {
-            key: thread::key(&route.path, principal, &input.thread_id),
-            owner: principal.clone(),
-            config,
-            input,
-            thread: None,
-            record: ThreadRecord::default(),
-            plan: None,
-            stage: Stage::First,
-            mode: StreamMode::None,
-            held: Vec::new(),
-            created: None,
-            replaced: None,
-        }));
+        let key = thread::key(&route.path, principal, &input.thread_id);
+        let state = RunState::shared(key, principal.clone(), config, input);
         let open: OpenFuture = Box::pin(first_turn(
             link.clone(),
             Arc::clone(&self.store),
@@ -171,22 +159,10 @@ impl AapClient {
             &options.ids,
             ReadOptions::for_aap_client(client_tools, config.limit_stops),
         );
-        let state: Shared = Arc::new(Mutex::new(RunState {
-            // No thread record: the key and its owner name the face session, for nothing more
-            // than the state's completeness (the face checked the caller already).
-            key: input.thread_id.clone(),
-            owner: Principal::anonymous(),
-            config,
-            input,
-            thread: None,
-            record: ThreadRecord::default(),
-            plan: None,
-            stage: Stage::First,
-            mode: StreamMode::None,
-            held: Vec::new(),
-            created: None,
-            replaced: None,
-        }));
+        // No thread record: the key and its owner name the face session, for nothing more
+        // than the state's completeness (the face checked the caller already).
+        let key = input.thread_id.clone();
+        let state = RunState::shared(key, Principal::anonymous(), config, input);
         let open: OpenFuture = Box::pin(open_first(link.clone(), Arc::clone(&state), record));
         Ok(FaceTurn {
             reader,
