@@ -323,16 +323,13 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {
-        // A failure ends a run only while one is open; between runs the stream just ends.
-        if self.sequencer.run_open() {
-            match &input {
-                Input::UpstreamFailed(f) => self.failure = Some(f.code),
-                Input::UpstreamEnd => self.failure = Some(ErrorCode::UpstreamTruncated),
-                Input::Event(_) => {}
-            }
-        }
         self.sequencer
             .step(input, &mut self.seq_out, &mut self.notes);
+        // The guard records the code whenever it ends a run itself: an upstream failure while
+        // a run is open (between runs the stream just ends), or a stream it refuses to carry.
+        if self.failure.is_none() {
+            self.failure = self.sequencer.failure();
+        }
         let mut refused = None;
         for event in self.seq_out.drain(..) {
             if refused.is_some() {

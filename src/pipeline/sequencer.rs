@@ -109,6 +109,8 @@ pub struct RunSequencer {
     /// Folded runs: the `RUN_FINISHED` of the run that closed, written when the stream ends or
     /// carried by the boundary when another run starts.
     held: Option<RunFinished>,
+    /// The gateway code the stream ended with, when the gateway ended it.
+    failure: Option<ErrorCode>,
     /// Open entities in opening order; closing walks it backwards (innermost first).
     open: Vec<Open>,
     /// Who owns each id of the run (attribution).
@@ -131,6 +133,7 @@ impl RunSequencer {
                 run_id: String::new(),
             },
             held: None,
+            failure: None,
             open: Vec::new(),
             owners: Owners::default(),
             finished_subagents: Vec::new(),
@@ -152,6 +155,12 @@ impl RunSequencer {
     /// True once the stream is over: its last run ended and nothing more is read.
     pub fn is_finished(&self) -> bool {
         self.phase == Phase::Ended
+    }
+
+    /// The gateway code the stream ended with, when the gateway ended it (an upstream failure
+    /// or a stream the guard refused to carry further).
+    pub fn failure(&self) -> Option<ErrorCode> {
+        self.failure
     }
 
     /// True while a run has not ended (or none has started): a failure now ends it.
@@ -190,6 +199,7 @@ impl RunSequencer {
     /// Ends the run with a gateway error; the stream ends with it (the upstream is gone, or
     /// not to be trusted further).
     fn fail(&mut self, failure: Failure, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+        self.failure = Some(failure.code);
         let error = RunError {
             message: failure.message,
             code: Some(failure.code.as_str().into_owned()),

@@ -183,6 +183,21 @@ fn a_failure_between_runs_ends_the_stream_without_an_error() {
     seq.step(Input::UpstreamFailed(failure), &mut out, &mut notes);
     assert!(seq.is_finished());
     assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(seq.failure(), None, "no run failed");
+}
+
+#[test]
+fn a_run_the_guard_ends_reports_its_code() {
+    let mut seq = RunSequencer::new(ids());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for input in events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"a"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"b"}),
+    ]) {
+        seq.step(input, &mut out, &mut notes);
+    }
+    assert_eq!(seq.failure(), Some(ErrorCode::UpstreamRunMismatch));
+    assert!(seq.is_finished());
 }
 
 #[test]
