@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::{
-    aap::{content_text, roles, spawn_with_config, user_turn, wait_for_event, AapClient},
+    aap::{
+        content_text, face_config, roles, spawn_with_config, user_turn, wait_for_event, AapClient,
+    },
     aap_agent::AapAgent,
     agui_script::{agui_text_script, last_user_text},
     agui_thread::Thread,
@@ -44,21 +46,8 @@ impl Drop for StoreDir {
 
 /// One AAP route at `/v1` in front of `upstream`, its sessions in `dir`.
 fn config(upstream: &str, dir: &Path) -> String {
-    format!(
-        r#"[[routes]]
-path = "/v1"
-client = "aap"
-upstream = "{upstream}"
-
-[routes.aap]
-name = "support"
-
-[sessions]
-store = "file"
-path = "{}"
-"#,
-        dir.display()
-    )
+    let sessions = format!("store = \"file\"\npath = \"{}\"", dir.display());
+    face_config(upstream, &sessions)
 }
 
 /// An upstream that answers `ack: <text>` at once, except to `stall`: it starts the answer

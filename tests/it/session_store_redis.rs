@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::aap::{
-    assistant_text, content_text, spawn_with_config, user_turn, wait_for_event, AapClient, Reply,
+    assistant_text, content_text, face_config, spawn_with_config, user_turn, wait_for_event,
+    AapClient, Reply,
 };
 use support::aap_agent::AapAgent;
 use support::agui_script::{agui_text_script, last_user_text};
@@ -27,25 +28,12 @@ const LOCK_TTL: Duration = Duration::from_secs(2);
 /// An AAP face at `/v1` in front of the AG-UI agent at `upstream`, keeping its sessions in the
 /// Redis at `redis`.
 fn aap_face(upstream: &str, redis: &RedisServer) -> Gateway {
-    spawn_with_config(&format!(
-        r#"[[routes]]
-path = "/v1"
-client = "aap"
-upstream = "{upstream}"
-
-[routes.aap]
-name = "support"
-
-[sessions]
-store = "redis"
-url = "{}"
-key_prefix = "dp-test:"
-lock_ttl = "{}ms"
-store_timeout = "1s"
-"#,
+    let sessions = format!(
+        "store = \"redis\"\nurl = \"{}\"\nkey_prefix = \"dp-test:\"\nlock_ttl = \"{}ms\"\nstore_timeout = \"1s\"",
         redis.url(),
         LOCK_TTL.as_millis()
-    ))
+    );
+    spawn_with_config(&face_config(upstream, &sessions))
 }
 
 /// An AG-UI agent answering `ack: <what the user said>`; "slow…" turns pause 3 s between their

@@ -120,16 +120,14 @@ impl AguiWriter {
                 }
             }
         }
-        let (extra, _) = message.extra_and_metadata();
+        let (extra, metadata) = message.extra_and_metadata();
         if !extra.is_empty() {
-            let mut extra = std::mem::take(extra);
-            let kept = self.keep_known(&mut extra);
-            let (extra_slot, metadata) = message.extra_and_metadata();
-            if self.unknown_fields == UnknownFields::Metadata && !extra.is_empty() {
-                fold_into(extra, metadata.get_or_insert_with(Map::new));
+            let mut unknown = std::mem::take(extra);
+            if let Some(kept) = self.keep_known(&mut unknown) {
+                extra.insert(ENCRYPTED_VALUE_TYPE.into(), kept);
             }
-            if let Some(kept) = kept {
-                extra_slot.insert(ENCRYPTED_VALUE_TYPE.into(), kept);
+            if self.unknown_fields == UnknownFields::Metadata && !unknown.is_empty() {
+                fold_into(unknown, metadata.get_or_insert_with(Map::new));
             }
         }
     }

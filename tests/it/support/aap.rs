@@ -649,6 +649,24 @@ pub fn spawn_with_config(toml: &str) -> Gateway {
     spawn_gateway(&["--config", config.arg()])
 }
 
+/// A config with one AAP route at `/v1`, agent `support`, in front of the AG-UI agent at
+/// `upstream`, and `sessions` as the body of its `[sessions]` table.
+pub fn face_config(upstream: &str, sessions: &str) -> String {
+    format!(
+        r#"[[routes]]
+path = "/v1"
+client = "aap"
+upstream = "{upstream}"
+
+[routes.aap]
+name = "support"
+
+[sessions]
+{sessions}
+"#
+    )
+}
+
 /// The object `value` as a map (panics otherwise).
 pub fn object(value: &Value) -> &Map<String, Value> {
     value

@@ -5,19 +5,25 @@ use super::cluster::{connect_to, on_cluster, placement, prefix};
 use super::nodes::{RedisCluster, Tls};
 use super::*;
 
+/// A read of `id` while its node is away fails as unavailable (or timed out), within the
+/// store's timeout.
+async fn read_fails_in_time(s: &impl Store, id: &str) {
+    let started = Instant::now();
+    let error = s.get(id, &alice()).await.unwrap_err();
+    assert!(
+        matches!(error, StoreError::Unavailable(_) | StoreError::Timeout(_)),
+        "{error}"
+    );
+    assert!(started.elapsed() <= TIMEOUT + Duration::from_millis(500));
+}
+
 #[tokio::test]
 async fn a_cluster_going_away_fails_requests_in_time_and_its_return_heals_the_store() {
     let mut nodes = RedisCluster::start();
     let s = Timed::new(connect_to(nodes.url(), &prefix()).await, TIMEOUT);
     let id = add(&s, &alice(), Vec::new()).await.unwrap();
     nodes.stop();
-    let started = Instant::now();
-    let error = s.get(&id, &alice()).await.unwrap_err();
-    assert!(
-        matches!(error, StoreError::Unavailable(_) | StoreError::Timeout(_)),
-        "{error}"
-    );
-    assert!(started.elapsed() <= TIMEOUT + Duration::from_millis(500));
+    read_fails_in_time(&s, &id).await;
     // Seen as down: the requests after do not wait.
     for _ in 0..3 {
         let started = Instant::now();
@@ -66,13 +72,7 @@ async fn a_master_away_fails_its_sessions_in_time_and_its_return_heals_them() {
     let node = nodes.ports.iter().position(|p| *p == away).unwrap();
     nodes.stop_node(node);
     for _ in 0..3 {
-        let started = Instant::now();
-        let error = s.get(&id, &alice()).await.unwrap_err();
-        assert!(
-            matches!(error, StoreError::Unavailable(_) | StoreError::Timeout(_)),
-            "{error}"
-        );
-        assert!(started.elapsed() <= TIMEOUT + Duration::from_millis(500));
+        read_fails_in_time(&s, &id).await;
     }
     nodes.restart();
     // Its sessions are gone with it (no persistence), but its slots serve new ones again.
@@ -88,6 +88,7 @@ async fn a_master_away_fails_its_sessions_in_time_and_its_return_heals_them() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
 #[tokio::test]
 async fn settings_that_cannot_work_on_a_cluster_are_refused_at_start() {
     let nodes = RedisCluster::shared();

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use super::server::{free_port, scratch_dir};
+use super::server::{free_port, launch, scratch_dir};
 
 /// A certificate, its key and the CA that signed it, as files.
 pub struct Tls {
@@ -151,19 +151,10 @@ impl RedisCluster {
         if let Some(password) = &self.password {
             args.extend(["--requirepass".into(), password.clone()]);
         }
-        let child = Command::new("redis-server")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
+        let child = launch(&args, &format!("node {port}"), || {
+            self.cli(port, &["PING"]).trim() == "PONG"
+        });
         self.children[node] = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.cli(port, &["PING"]).trim() != "PONG" {
-            assert!(Instant::now() < deadline, "node {port} did not answer");
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// Waits until every node says the cluster is whole.

@@ -28,6 +28,24 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Starts `redis-server` with `args`, its output discarded, and waits up to 10 s until
+/// `answers` says it is up (`what` names it if it never is).
+pub fn launch(args: &[String], what: &str, answers: impl Fn() -> bool) -> Child {
+    let child = Command::new("redis-server")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !answers() {
+        assert!(Instant::now() < deadline, "{what} did not answer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// A fresh directory for one server.
 pub fn scratch_dir(what: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -113,19 +131,7 @@ impl RedisServer {
             self.dir.display().to_string(),
         ];
         args.extend(self.extra.iter().cloned());
-        let child = Command::new("redis-server")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not answer");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.child = Some(launch(&args, "redis-server", || self.answers()));
     }
 
     /// Whether the server accepts a connection (and, without TLS, answers PING: `+PONG`, or
