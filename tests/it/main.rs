@@ -30,6 +30,7 @@ mod golden_hai;
 mod hai_client;
 mod layering;
 mod lifecycle;
+mod matrix;
 mod log_safety;
 mod metrics;
 mod no_leaks;
