@@ -106,9 +106,9 @@ pub struct RunSequencer {
     declared: RunIds,
     /// The current run's ids as the client sees them.
     current: RunIds,
-    /// Folded runs: the `RUN_FINISHED` of the run that closed, written when the stream ends or
-    /// carried by the boundary when another run starts.
-    held: Option<RunFinished>,
+    /// Folded runs: the terminal events of the run that closed, written when the stream ends
+    /// or carried by the boundary when another run starts.
+    held: Held,
     /// The gateway code the stream ended with, when the gateway ended it.
     failure: Option<ErrorCode>,
     /// Open entities in opening order; closing walks it backwards (innermost first).
@@ -132,7 +132,7 @@ impl RunSequencer {
                 thread_id: String::new(),
                 run_id: String::new(),
             },
-            held: None,
+            held: Held::default(),
             failure: None,
             open: Vec::new(),
             owners: Owners::default(),
@@ -207,13 +207,19 @@ impl RunSequencer {
             base: EventBase::default(),
         };
         self.event(Event::RunError(error), out, notes);
-        self.phase = Phase::Ended;
+        // Folded, the error was held like any run's: the stream ends with it now.
+        self.end_stream(out);
     }
 
-    /// The stream is over between runs: a folded run's held `RUN_FINISHED` goes out now.
+    /// The stream is over between runs: a folded run's held terminal goes out now. The
+    /// client's one terminal is the last run's: its failure when it failed (a late one
+    /// included), else its `RUN_FINISHED`.
     fn end_stream(&mut self, out: &mut Vec<Event>) {
-        if let Some(finished) = self.held.take() {
-            out.push(Event::RunFinished(finished));
+        let held = std::mem::take(&mut self.held);
+        match (held.error, held.finished) {
+            (Some(error), _) => out.push(Event::RunError(error)),
+            (None, Some(finished)) => out.push(Event::RunFinished(finished)),
+            (None, None) => {}
         }
         self.phase = Phase::Ended;
     }
@@ -234,23 +240,24 @@ impl RunSequencer {
                 self.owners = Owners::default();
                 self.finished_subagents.clear();
                 self.begin_run(started, notes);
-                match (self.runs, self.held.take()) {
-                    (Runs::Folded { boundary }, finished) => {
-                        out.push(boundary_event(boundary, finished, event));
+                match (self.runs, std::mem::take(&mut self.held)) {
+                    (Runs::Folded { boundary }, held) => {
+                        out.push(boundary_event(boundary, held, event));
                     }
                     (Runs::Several, _) => out.push(event),
                 }
                 self.phase = Phase::Running;
             }
-            Event::RunError(_) if !errored => {
+            Event::RunError(error) if !errored => {
                 // A late failure: the closed run failed after all, and the client must treat it
-                // as failed. Folded, it replaces the held success and ends the stream.
-                self.held = None;
-                out.push(event);
-                self.phase = match self.runs {
-                    Runs::Several => Phase::Closed { errored: true },
-                    Runs::Folded { .. } => Phase::Ended,
-                };
+                // as failed. Folded, it is held with the run's `RUN_FINISHED`.
+                match self.runs {
+                    Runs::Several => out.push(event),
+                    Runs::Folded { .. } => {
+                        self.held.error = Some(std::mem::replace(error, empty_error()))
+                    }
+                }
+                self.phase = Phase::Closed { errored: true };
             }
             _ => notes.push(Note::Dropped(DropKind::AfterTerminal)),
         }
@@ -465,18 +472,21 @@ impl RunSequencer {
                 if let Runs::Folded { .. } = self.runs {
                     // Held until the stream ends or the next run starts.
                     if let Event::RunFinished(finished) = event {
-                        self.held = Some(finished);
+                        self.held.finished = Some(finished);
                     }
                     return;
                 }
                 true
             }
-            Event::RunError(_) => {
+            Event::RunError(error) => {
                 self.open.clear();
-                self.phase = match self.runs {
-                    Runs::Several => Phase::Closed { errored: true },
-                    Runs::Folded { .. } => Phase::Ended,
-                };
+                self.phase = Phase::Closed { errored: true };
+                if let Runs::Folded { .. } = self.runs {
+                    // Held like a `RUN_FINISHED`: a later run may follow (1.1 allows a run
+                    // after a failed one), and the client's one terminal is the last run's.
+                    self.held.error = Some(std::mem::replace(error, empty_error()));
+                    return;
+                }
                 true
             }
             Event::TextMessageStart(e) => {
@@ -726,13 +736,35 @@ impl RunSequencer {
     }
 }
 
+/// What a folded run closed with, until the stream ends or the next run starts.
+#[derive(Debug, Default)]
+struct Held {
+    finished: Option<RunFinished>,
+    /// Its failure: the run's own `RUN_ERROR`, or a late one after its `RUN_FINISHED`.
+    error: Option<RunError>,
+}
+
+/// A placeholder left where a held `RUN_ERROR` was taken from an event that is dropped next.
+fn empty_error() -> RunError {
+    RunError {
+        message: String::new(),
+        code: None,
+        usage: None,
+        base: EventBase::default(),
+    }
+}
+
 /// The `CUSTOM` event that stands for a boundary between folded runs: its value holds the
-/// `RUN_FINISHED` of the run that closed (absent if it closed with nothing held) and the next
-/// run's `RUN_STARTED`, as AG-UI events, so a reader of the client's dialect can restore both.
-fn boundary_event(name: &str, finished: Option<RunFinished>, started: Event) -> Event {
+/// terminal events of the run that closed (`finished`, `error`: each absent when the run had
+/// none) and the next run's `RUN_STARTED` (`started`), as AG-UI events, so a reader of the
+/// client's dialect can restore them.
+fn boundary_event(name: &str, held: Held, started: Event) -> Event {
     let mut value = serde_json::Map::new();
-    if let Some(finished) = finished {
+    if let Some(finished) = held.finished {
         value.insert("finished".into(), event_json(&Event::RunFinished(finished)));
+    }
+    if let Some(error) = held.error {
+        value.insert("error".into(), event_json(&Event::RunError(error)));
     }
     value.insert("started".into(), event_json(&started));
     Event::Custom(Custom {

@@ -278,20 +278,51 @@ fn folded_runs_become_one_with_a_boundary_that_keeps_both_events() {
 }
 
 #[test]
-fn folded_a_late_error_replaces_the_held_finish_and_an_error_ends_the_stream() {
-    let out = folded(events(vec![
+fn folded_errors_are_held_like_finishes_and_the_last_runs_terminal_ends_the_stream() {
+    // A late failure joins its run's held finish; the next run's boundary carries both, and
+    // the stream's one terminal is the last run's.
+    let mut inputs = events(vec![
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
+        json!({"type":"RUN_ERROR","message":"late","code":"LATE"}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
+        json!({"type":"RUN_ERROR","message":"boom","code":"BOOM"}),
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r3"}),
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r3"}),
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    let out = folded(inputs);
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "CUSTOM", "CUSTOM", "RUN_FINISHED"]
+    );
+    assert_eq!(out[1]["value"]["finished"]["runId"], out[0]["runId"]);
+    assert_eq!(
+        out[1]["value"]["error"],
+        json!({"type":"RUN_ERROR","message":"late","code":"LATE"})
+    );
+    assert_eq!(out[1]["value"]["started"]["runId"], "r2");
+    assert!(out[2]["value"].get("finished").is_none());
+    assert_eq!(out[2]["value"]["error"]["code"], "BOOM");
+    assert_eq!(out[3]["runId"], "r3");
+
+    // A failed last run: its error is the one terminal, the held finish is not written.
+    let mut inputs = events(vec![
         json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
         json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"}),
         json!({"type":"RUN_ERROR","message":"late"}),
-        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
-    ]));
-    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
-    let out = folded(events(vec![
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    assert_eq!(types(&folded(inputs)), ["RUN_STARTED", "RUN_ERROR"]);
+
+    // A failure the gateway declares ends a folded stream at once.
+    let mut inputs = events(vec![
         json!({"type":"RUN_STARTED","threadId":"t","runId":"r"}),
-        json!({"type":"RUN_ERROR","message":"boom"}),
-        json!({"type":"RUN_STARTED","threadId":"t","runId":"r2"}),
-    ]));
+    ]);
+    inputs.push(Input::UpstreamEnd);
+    let out = folded(inputs);
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert_eq!(out[1]["code"], "UPSTREAM_TRUNCATED");
 }
 
 #[test]
