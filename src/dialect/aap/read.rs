@@ -173,9 +173,10 @@ pub struct AapReader {
     finished: bool,
     /// Every message the client's reducer builds from this run, fingerprinted.
     outputs: Vec<Forwarded>,
-    /// Messages the extension opened and has not closed, in opening order: deltas of a kind
-    /// go to the last one of that kind.
-    ext_open: Vec<(Kind, String)>,
+    /// Messages the extension opened and has not closed, in opening order, with the subagent
+    /// their start is attributed to: deltas of a kind go to the last one of that kind, under
+    /// the same attribution (AAP deltas carry none).
+    ext_open: Vec<(Kind, String, Option<String>)>,
     /// The current turn's terminal event, from its `turn_stop`'s extension.
     ext_terminal: Option<Event>,
 }
@@ -475,15 +476,16 @@ impl AapReader {
         notes: &mut Vec<Note>,
     ) {
         self.close(out);
-        for (kind, id) in std::mem::take(&mut self.ext_open) {
+        for (kind, id, lane) in std::mem::take(&mut self.ext_open) {
+            let base = lane_base(lane);
             out.push(match kind {
                 Kind::Text => Event::TextMessageEnd(TextMessageEnd {
                     message_id: id,
-                    base: EventBase::default(),
+                    base,
                 }),
                 Kind::Reasoning => Event::ReasoningMessageEnd(ReasoningMessageEnd {
                     message_id: id,
-                    base: EventBase::default(),
+                    base,
                 }),
             });
         }
@@ -562,27 +564,27 @@ impl AapReader {
         if delta.is_empty() {
             return;
         }
-        let id = match self.ext_open.iter().rev().find(|(k, _)| *k == kind) {
-            Some((_, id)) => id.clone(),
-            None => self.open_message(kind, out),
+        let (id, base) = match self.ext_open.iter().rev().find(|(k, ..)| *k == kind) {
+            Some((_, id, lane)) => (id.clone(), lane_base(lane.clone())),
+            None => (self.open_message(kind, out), EventBase::default()),
         };
         self.feed(&id, |f| f.text(delta));
         out.push(match kind {
             Kind::Text => Event::TextMessageContent(TextMessageContent {
                 message_id: id,
                 delta: delta.to_owned(),
-                base: EventBase::default(),
+                base,
             }),
             Kind::Reasoning => Event::ReasoningMessageContent(ReasoningMessageContent {
                 message_id: id,
                 delta: delta.to_owned(),
-                base: EventBase::default(),
+                base,
             }),
         });
     }
 
     fn whole(&mut self, kind: Kind, text: &str, out: &mut Vec<Event>) {
-        if self.ext_open.iter().any(|(k, _)| *k == kind) {
+        if self.ext_open.iter().any(|(k, ..)| *k == kind) {
             // The extension bracketed the message: its text is the open one's.
             self.delta(kind, text, out);
             return;
@@ -763,17 +765,20 @@ impl AapReader {
                 self.parent = Some(e.message_id.clone());
                 self.outputs
                     .push(Forwarded::new(e.message_id.clone(), e.role.as_str()));
-                self.ext_open.push((Kind::Text, e.message_id.clone()));
+                let lane = e.base.subagent_run_id.clone();
+                self.ext_open.push((Kind::Text, e.message_id.clone(), lane));
             }
             Event::ReasoningMessageStart(ref e) => {
                 self.close(out);
                 self.outputs
                     .push(Forwarded::new(e.message_id.clone(), "reasoning"));
-                self.ext_open.push((Kind::Reasoning, e.message_id.clone()));
+                let lane = e.base.subagent_run_id.clone();
+                self.ext_open
+                    .push((Kind::Reasoning, e.message_id.clone(), lane));
             }
             Event::TextMessageEnd(TextMessageEnd { ref message_id, .. })
             | Event::ReasoningMessageEnd(ReasoningMessageEnd { ref message_id, .. }) => {
-                self.ext_open.retain(|(_, id)| id != message_id);
+                self.ext_open.retain(|(_, id, _)| id != message_id);
             }
             // A folded run boundary: the closed run ends under this request's ids, the next
             // one keeps its own run id.
@@ -850,17 +855,19 @@ impl AapReader {
             parent: start.parent_message_id.clone().unwrap_or_default(),
             resolved: false,
         });
+        // The call's arguments and end are attributed like its start.
+        let lane = start.base.subagent_run_id.clone();
         out.push(Event::ToolCallStart(start));
         if !arguments.is_empty() {
             out.push(Event::ToolCallArgs(ToolCallArgs {
                 tool_call_id: id.clone(),
                 delta: arguments,
-                base: EventBase::default(),
+                base: lane_base(lane.clone()),
             }));
         }
         out.push(Event::ToolCallEnd(ToolCallEnd {
             tool_call_id: id,
-            base: EventBase::default(),
+            base: lane_base(lane),
         }));
         Ok(())
     }
@@ -899,6 +906,14 @@ impl AapReader {
         if let Some(output) = self.outputs.iter_mut().rev().find(|f| f.id == id) {
             feed(output.fingerprint_mut());
         }
+    }
+}
+
+/// The base of an event attributed to subagent `lane` (the main run's when `None`).
+fn lane_base(lane: Option<String>) -> EventBase {
+    EventBase {
+        subagent_run_id: lane,
+        ..EventBase::default()
     }
 }
 
