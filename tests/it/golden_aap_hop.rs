@@ -263,3 +263,29 @@ fn a_wrong_expectation_is_a_difference() {
     assert!(!matches(&json!({"runId": "*"}), &json!({"runId": 9})));
     assert!(!matches(&json!({"runId": "*"}), &json!({})));
 }
+
+/// Every expected client stream passes the real `@ag-ui/client` 1.0.0 (its own stages, the
+/// gateway's emission rules, no console warning), seeded with the case's request.
+#[test]
+fn every_expected_client_stream_passes_the_real_client() {
+    support::node::ensure_node();
+    let mut failures = Vec::new();
+    for (case, _) in cases() {
+        let output = support::node::node_script("validate-stream.mjs")
+            .arg(fixture(&case, "out"))
+            .arg("--request")
+            .arg(fixture(&case, "request.json"))
+            .arg("--emission-rules")
+            .output()
+            .expect("node runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let verdict: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        if !output.status.success() || verdict["verdict"] != "ok" {
+            failures.push(format!(
+                "{case}: {stdout}{}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
