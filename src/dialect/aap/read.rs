@@ -603,20 +603,16 @@ impl AapReader {
             notes.push(Note::Dropped(DropKind::DuplicateStart));
             return;
         }
-        let call = match call.agui.take() {
-            Some(Value::Object(field)) => match self.ext_call(call, field, out) {
-                Ok(()) => return,
-                Err(call) => {
-                    notes.push(Note::Dropped(DropKind::InvalidEvent));
-                    call
+        match call.agui.take() {
+            Some(Value::Object(field)) => {
+                if self.ext_call(&call, field, out) {
+                    return;
                 }
-            },
-            Some(_) => {
                 notes.push(Note::Dropped(DropKind::InvalidEvent));
-                call
             }
-            None => call,
-        };
+            Some(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            None => {}
+        }
         let parent = match &self.parent {
             Some(parent) => parent.clone(),
             None => {
@@ -806,31 +802,31 @@ impl AapReader {
 
     /// A call with its extension member: the call as the AG-UI run had it, or no event at all
     /// for a call made up to show an interrupt (the terminal event restores the interrupt).
-    /// `Err`: the member is malformed; the call is read as plain AAP.
+    /// `false`: the member is malformed; the call is to be read as plain AAP.
     fn ext_call(
         &mut self,
-        call: CallData,
+        call: &CallData,
         mut field: Map<String, Value>,
         out: &mut Vec<Event>,
-    ) -> Result<(), CallData> {
+    ) -> bool {
         if let Some(interrupt) = field.get(ext::INTERRUPT) {
             if !interrupt.is_string() {
-                return Err(call);
+                return false;
             }
             self.seen_calls.push(call.tool_call_id.clone());
             self.calls.push(AapCall {
-                id: call.tool_call_id,
-                name: call.name,
-                input: call.input,
+                id: call.tool_call_id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
                 parent: self.parent.clone().unwrap_or_default(),
                 resolved: false,
             });
-            return Ok(());
+            return true;
         }
         let arguments = match field.remove(ext::ARGUMENTS) {
             Some(Value::String(arguments)) => arguments,
             None => args_text(&call.input),
-            Some(_) => return Err(call),
+            Some(_) => return false,
         };
         field.insert("toolCallId".into(), call.tool_call_id.clone().into());
         field
@@ -839,9 +835,9 @@ impl AapReader {
         let Ok(Event::ToolCallStart(start)) =
             Event::from_payload(EventType::ToolCallStart, Value::Object(field))
         else {
-            return Err(call);
+            return false;
         };
-        let id = call.tool_call_id;
+        let id = call.tool_call_id.clone();
         if let Some(parent) = &start.parent_message_id {
             self.feed(parent, |f| {
                 f.tool_call(&id, &start.tool_call_name, &arguments)
@@ -850,8 +846,8 @@ impl AapReader {
         self.seen_calls.push(id.clone());
         self.calls.push(AapCall {
             id: id.clone(),
-            name: call.name,
-            input: call.input,
+            name: call.name.clone(),
+            input: call.input.clone(),
             parent: start.parent_message_id.clone().unwrap_or_default(),
             resolved: false,
         });
@@ -869,7 +865,7 @@ impl AapReader {
             tool_call_id: id,
             base: lane_base(lane),
         }));
-        Ok(())
+        true
     }
 
     /// A result with its extension member: the result as the AG-UI run had it (its message id,
