@@ -37,6 +37,9 @@ pub struct AapAgent {
     pub denial_as: DenialAs,
     /// Secret options reach the upstream in `forwardedProps.aap.options`.
     pub forward_secret_options: bool,
+    /// Streamed turns carry what AAP cannot hold of the upstream's AG-UI run under the `agui`
+    /// extension (`agui_extension`), which the gateway's own AAP client reads back.
+    pub agui_extension: bool,
     /// Inbound API keys (`api_keys`, `api_keys_env`, `DIALECT_PROXY_AAP_API_KEYS`), folded
     /// into the route's `auth`, which the server checks; empty means none of the face's own.
     pub api_keys: Vec<String>,
@@ -58,6 +61,7 @@ impl AapAgent {
             result_encoding: ResultEncoding::default(),
             denial_as: DenialAs::default(),
             forward_secret_options: true,
+            agui_extension: false,
             api_keys: Vec::new(),
         }
     }
@@ -82,6 +86,8 @@ pub(super) struct RawAap {
     result_encoding: Option<Spanned<String>>,
     denial_as: Option<Spanned<String>>,
     forward_secret_options: Option<bool>,
+    #[serde(default)]
+    agui_extension: bool,
     #[serde(default)]
     api_keys: Vec<String>,
     api_keys_env: Option<Spanned<String>>,
@@ -198,6 +204,7 @@ pub(super) fn aap_agent(
     agent.result_encoding = parsed(p, &keys.key("result_encoding"), &raw.result_encoding);
     agent.denial_as = parsed(p, &keys.key("denial_as"), &raw.denial_as);
     agent.forward_secret_options = raw.forward_secret_options.unwrap_or(true);
+    agent.agui_extension = raw.agui_extension;
     agent.api_keys = raw.api_keys.clone();
     if let Some(var) = &raw.api_keys_env {
         match std::env::var(var.get_ref()) {

@@ -23,6 +23,7 @@ mod auth;
 mod browser;
 mod cors;
 mod golden_aap;
+mod golden_aap_hop;
 mod golden_aap_upstream;
 mod golden_agui;
 mod forwarding;

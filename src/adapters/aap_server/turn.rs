@@ -171,6 +171,8 @@ struct Prepared {
     config: SessionConfig,
     client_tools: Vec<String>,
     confirm_tool: String,
+    /// Streamed turns carry the `agui` extension.
+    extension: bool,
     /// Content bytes of the turn's input.
     input_bytes: usize,
     /// Messages of the session's stored history (the transcript's first ones).
@@ -267,6 +269,7 @@ fn prepare(
         config,
         client_tools: client_names,
         confirm_tool: agent.confirm_tool.clone(),
+        extension: agent.agui_extension,
         input_bytes,
         stored,
         budget: max_history_bytes - used,
@@ -455,6 +458,7 @@ async fn run(
         config,
         client_tools,
         confirm_tool,
+        extension,
         input_bytes: _,
         stored,
         budget,
@@ -466,6 +470,7 @@ async fn run(
         mode,
         client_tools,
         confirm_tool,
+        extension,
     };
     if route.upstream_dialect == Dialect::Aap {
         // The agent keeps its own history: the AAP client sends it only what it has not seen,

@@ -11,6 +11,7 @@
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
+pub mod ext;
 pub mod fingerprint;
 pub mod history;
 pub mod read;

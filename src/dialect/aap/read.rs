@@ -14,6 +14,12 @@
 //! permission calls), or `RUN_ERROR`. Permission calls are offered to the client as the confirm
 //! tool (`confirm:perm:<id>`) or as interrupts (`perm:<id>`), per [`Hitl`].
 //!
+//! A turn of the gateway's own AAP face may carry the `agui` extension ([`super::ext`]); read
+//! back, it gives the AG-UI run the face was sent: message ids, roles and boundaries from the
+//! `agui.*_MESSAGE_START/END` events, the events AAP has no home for, the calls', results' and
+//! terminal event's fields from their `agui` members. A malformed extension is dropped (and
+//! noted), the event it came on read as plain AAP.
+//!
 //! Alongside, the reader fingerprints every message it makes the client's reducer build, so the
 //! next request can tell whether the client changed one ([`super::fingerprint::Fingerprint`]).
 
@@ -22,13 +28,14 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::ext;
 use super::fingerprint::{Fingerprint, Forwarded};
 use super::history::content_from_aap;
 use super::types::{event as name, Block, Content, StopReason};
 use crate::error::{ErrorCode, Failure};
 use crate::event::{DropKind, IdMint, Note, RunIds};
 use crate::event::{
-    Event, EventBase, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
+    Event, EventBase, EventType, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
     ReasoningMessageEnd, ReasoningMessageStart, ReasoningRole, ReasoningStart, RunError,
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
@@ -166,6 +173,12 @@ pub struct AapReader {
     finished: bool,
     /// Every message the client's reducer builds from this run, fingerprinted.
     outputs: Vec<Forwarded>,
+    /// Messages the extension opened and has not closed, in opening order, with the subagent
+    /// their start is attributed to: deltas of a kind go to the last one of that kind, under
+    /// the same attribution (AAP deltas carry none).
+    ext_open: Vec<(Kind, String, Option<String>)>,
+    /// The current turn's terminal event, from its `turn_stop`'s extension.
+    ext_terminal: Option<Event>,
 }
 
 /// `turn_stop`'s data.
@@ -173,6 +186,8 @@ pub struct AapReader {
 #[serde(rename_all = "camelCase")]
 struct StopData {
     stop_reason: String,
+    #[serde(default)]
+    agui: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +197,8 @@ struct CallData {
     name: String,
     #[serde(default)]
     input: Value,
+    #[serde(default)]
+    agui: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +206,8 @@ struct CallData {
 struct ResultData {
     tool_call_id: String,
     content: Content,
+    #[serde(default)]
+    agui: Option<Value>,
 }
 
 /// The `none` turn response, read leniently.
@@ -215,6 +234,8 @@ impl AapReader {
             last_stop: None,
             finished: false,
             outputs: Vec::new(),
+            ext_open: Vec::new(),
+            ext_terminal: None,
         }
     }
 
@@ -260,6 +281,8 @@ impl AapReader {
         self.stop = None;
         self.calls.clear();
         self.parent = None;
+        self.ext_open.clear();
+        self.ext_terminal = None;
     }
 
     /// Reads one upstream event.
@@ -310,6 +333,10 @@ impl AapReader {
                 }
             },
         };
+        if event_name.starts_with(ext::EVENT_PREFIX) {
+            self.extension(&event_name, data, out, notes);
+            return Ok(());
+        }
         let data = Value::Object(data);
         match event_name.as_str() {
             name::TURN_START => {}
@@ -340,11 +367,11 @@ impl AapReader {
                 Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
             },
             name::TOOL_RESULT => match serde_json::from_value::<ResultData>(data) {
-                Ok(result) => self.result(result, out),
+                Ok(result) => self.result(result, out, notes),
                 Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
             },
             name::TURN_STOP => match serde_json::from_value::<StopData>(data) {
-                Ok(stop) => self.turn_stop(&stop.stop_reason, out),
+                Ok(stop) => self.turn_stop(&stop.stop_reason, stop.agui, out, notes),
                 Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
             },
             _ => notes.push(Note::Dropped(DropKind::UnknownType)),
@@ -361,6 +388,10 @@ impl AapReader {
         };
         self.finished = true;
         self.last_stop = Some(stop.clone());
+        if let Some(terminal) = self.ext_terminal.take() {
+            out.push(terminal);
+            return;
+        }
         let (thread_id, run_id) = (self.ids.thread_id.clone(), self.ids.run_id.clone());
         let finished = |result: Option<Value>, outcome: Option<RunOutcome>| {
             Event::RunFinished(RunFinished {
@@ -437,8 +468,27 @@ impl AapReader {
         }
     }
 
-    fn turn_stop(&mut self, reason: &str, out: &mut Vec<Event>) {
+    fn turn_stop(
+        &mut self,
+        reason: &str,
+        agui: Option<Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
         self.close(out);
+        for (kind, id, lane) in std::mem::take(&mut self.ext_open) {
+            let base = lane_base(lane);
+            out.push(match kind {
+                Kind::Text => Event::TextMessageEnd(TextMessageEnd {
+                    message_id: id,
+                    base,
+                }),
+                Kind::Reasoning => Event::ReasoningMessageEnd(ReasoningMessageEnd {
+                    message_id: id,
+                    base,
+                }),
+            });
+        }
         let reason = match reason {
             "end_turn" => StopReason::EndTurn,
             "tool_use" => StopReason::ToolUse,
@@ -447,6 +497,19 @@ impl AapReader {
             // `error`, and any reason v3 does not define.
             _ => StopReason::Error,
         };
+        if let Some(field) = agui {
+            let terminal = ext::read_terminal(&field, &self.ids.thread_id, &self.ids.run_id);
+            // A failure stands for `RUN_ERROR` only, and `RUN_ERROR` for a failure or a limit.
+            self.ext_terminal = terminal.filter(|t| match t {
+                Event::RunError(_) => {
+                    reason != StopReason::EndTurn && reason != StopReason::ToolUse
+                }
+                _ => reason != StopReason::Error,
+            });
+            if self.ext_terminal.is_none() {
+                notes.push(Note::Dropped(DropKind::InvalidEvent));
+            }
+        }
         let unresolved = self.calls.iter().filter(|c| !c.resolved).cloned().collect();
         self.stop = Some(TurnEnd { reason, unresolved });
     }
@@ -501,23 +564,31 @@ impl AapReader {
         if delta.is_empty() {
             return;
         }
-        let id = self.open_message(kind, out);
+        let (id, base) = match self.ext_open.iter().rev().find(|(k, ..)| *k == kind) {
+            Some((_, id, lane)) => (id.clone(), lane_base(lane.clone())),
+            None => (self.open_message(kind, out), EventBase::default()),
+        };
         self.feed(&id, |f| f.text(delta));
         out.push(match kind {
             Kind::Text => Event::TextMessageContent(TextMessageContent {
                 message_id: id,
                 delta: delta.to_owned(),
-                base: EventBase::default(),
+                base,
             }),
             Kind::Reasoning => Event::ReasoningMessageContent(ReasoningMessageContent {
                 message_id: id,
                 delta: delta.to_owned(),
-                base: EventBase::default(),
+                base,
             }),
         });
     }
 
     fn whole(&mut self, kind: Kind, text: &str, out: &mut Vec<Event>) {
+        if self.ext_open.iter().any(|(k, ..)| *k == kind) {
+            // The extension bracketed the message: its text is the open one's.
+            self.delta(kind, text, out);
+            return;
+        }
         self.close(out);
         if text.is_empty() {
             return;
@@ -526,11 +597,21 @@ impl AapReader {
         self.close(out);
     }
 
-    fn call(&mut self, call: CallData, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
+    fn call(&mut self, mut call: CallData, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
         self.close(out);
         if self.seen_calls.contains(&call.tool_call_id) {
             notes.push(Note::Dropped(DropKind::DuplicateStart));
             return;
+        }
+        match call.agui.take() {
+            Some(Value::Object(field)) => {
+                if self.ext_call(&call, field, out) {
+                    return;
+                }
+                notes.push(Note::Dropped(DropKind::InvalidEvent));
+            }
+            Some(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            None => {}
         }
         let parent = match &self.parent {
             Some(parent) => parent.clone(),
@@ -576,8 +657,16 @@ impl AapReader {
         }));
     }
 
-    fn result(&mut self, result: ResultData, out: &mut Vec<Event>) {
+    fn result(&mut self, mut result: ResultData, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
         self.close(out);
+        match result.agui.take() {
+            Some(Value::Object(field)) => match self.ext_result(&result, field, out) {
+                Some(()) => return,
+                None => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            },
+            Some(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
+            None => {}
+        }
         if let Some(call) = self.calls.iter_mut().find(|c| c.id == result.tool_call_id) {
             call.resolved = true;
         }
@@ -634,6 +723,7 @@ impl AapReader {
                                     tool_call_id,
                                     name,
                                     input: Value::Object(input),
+                                    agui: None,
                                 },
                                 out,
                                 notes,
@@ -643,13 +733,168 @@ impl AapReader {
                     }
                 }
                 Some("tool") => match serde_json::from_value::<ResultData>(message) {
-                    Ok(result) => self.result(result, out),
+                    Ok(result) => self.result(result, out, notes),
                     Err(_) => notes.push(Note::Dropped(DropKind::InvalidEvent)),
                 },
                 _ => notes.push(Note::Dropped(DropKind::InvalidEvent)),
             }
         }
-        self.turn_stop(&turn.stop_reason, out);
+        self.turn_stop(&turn.stop_reason, None, out, notes);
+    }
+
+    /// An extension event (see the module docs); one that is not a well-formed AG-UI event of
+    /// a type the extension carries is dropped.
+    fn extension(
+        &mut self,
+        name: &str,
+        data: Map<String, Value>,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) {
+        let Some(event) = ext::read_event(name, data) else {
+            notes.push(Note::Dropped(DropKind::InvalidEvent));
+            return;
+        };
+        match event {
+            Event::TextMessageStart(ref e) => {
+                self.close(out);
+                self.parent = Some(e.message_id.clone());
+                self.outputs
+                    .push(Forwarded::new(e.message_id.clone(), e.role.as_str()));
+                let lane = e.base.subagent_run_id.clone();
+                self.ext_open.push((Kind::Text, e.message_id.clone(), lane));
+            }
+            Event::ReasoningMessageStart(ref e) => {
+                self.close(out);
+                self.outputs
+                    .push(Forwarded::new(e.message_id.clone(), "reasoning"));
+                let lane = e.base.subagent_run_id.clone();
+                self.ext_open
+                    .push((Kind::Reasoning, e.message_id.clone(), lane));
+            }
+            Event::TextMessageEnd(TextMessageEnd { ref message_id, .. })
+            | Event::ReasoningMessageEnd(ReasoningMessageEnd { ref message_id, .. }) => {
+                self.ext_open.retain(|(_, id, _)| id != message_id);
+            }
+            // A folded run boundary: the closed run ends under this request's ids, the next
+            // one keeps its own run id.
+            Event::RunFinished(mut e) => {
+                self.close(out);
+                e.thread_id.clone_from(&self.ids.thread_id);
+                e.run_id.clone_from(&self.ids.run_id);
+                out.push(Event::RunFinished(e));
+                return;
+            }
+            Event::RunStarted(mut e) => {
+                e.thread_id.clone_from(&self.ids.thread_id);
+                self.ids.run_id.clone_from(&e.run_id);
+                out.push(Event::RunStarted(e));
+                return;
+            }
+            ref other if ext::is_verbatim(other.event_type()) => self.close(out),
+            _ => {
+                notes.push(Note::Dropped(DropKind::UnknownType));
+                return;
+            }
+        }
+        out.push(event);
+    }
+
+    /// A call with its extension member: the call as the AG-UI run had it, or no event at all
+    /// for a call made up to show an interrupt (the terminal event restores the interrupt).
+    /// `false`: the member is malformed; the call is to be read as plain AAP.
+    fn ext_call(
+        &mut self,
+        call: &CallData,
+        mut field: Map<String, Value>,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        if let Some(interrupt) = field.get(ext::INTERRUPT) {
+            if !interrupt.is_string() {
+                return false;
+            }
+            self.seen_calls.push(call.tool_call_id.clone());
+            self.calls.push(AapCall {
+                id: call.tool_call_id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
+                parent: self.parent.clone().unwrap_or_default(),
+                resolved: false,
+            });
+            return true;
+        }
+        let arguments = match field.remove(ext::ARGUMENTS) {
+            Some(Value::String(arguments)) => arguments,
+            None => args_text(&call.input),
+            Some(_) => return false,
+        };
+        field.insert("toolCallId".into(), call.tool_call_id.clone().into());
+        field
+            .entry("toolCallName")
+            .or_insert_with(|| call.name.clone().into());
+        let Ok(Event::ToolCallStart(start)) =
+            Event::from_payload(EventType::ToolCallStart, Value::Object(field))
+        else {
+            return false;
+        };
+        let id = call.tool_call_id.clone();
+        if let Some(parent) = &start.parent_message_id {
+            self.feed(parent, |f| {
+                f.tool_call(&id, &start.tool_call_name, &arguments)
+            });
+        }
+        self.seen_calls.push(id.clone());
+        self.calls.push(AapCall {
+            id: id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+            parent: start.parent_message_id.clone().unwrap_or_default(),
+            resolved: false,
+        });
+        // The call's arguments and end are attributed like its start.
+        let lane = start.base.subagent_run_id.clone();
+        out.push(Event::ToolCallStart(start));
+        if !arguments.is_empty() {
+            out.push(Event::ToolCallArgs(ToolCallArgs {
+                tool_call_id: id.clone(),
+                delta: arguments,
+                base: lane_base(lane.clone()),
+            }));
+        }
+        out.push(Event::ToolCallEnd(ToolCallEnd {
+            tool_call_id: id,
+            base: lane_base(lane),
+        }));
+        true
+    }
+
+    /// A result with its extension member: the result as the AG-UI run had it (its message id,
+    /// its content parts). `None`: the member is malformed.
+    fn ext_result(
+        &mut self,
+        result: &ResultData,
+        mut field: Map<String, Value>,
+        out: &mut Vec<Event>,
+    ) -> Option<()> {
+        field.insert("toolCallId".into(), result.tool_call_id.clone().into());
+        if !field.contains_key("content") {
+            let content = serde_json::to_value(result_content(&result.content)).ok()?;
+            field.insert("content".into(), content);
+        }
+        let Ok(Event::ToolCallResult(event)) =
+            Event::from_payload(EventType::ToolCallResult, Value::Object(field))
+        else {
+            return None;
+        };
+        if let Some(call) = self.calls.iter_mut().find(|c| c.id == event.tool_call_id) {
+            call.resolved = true;
+        }
+        let mut output = Forwarded::new(event.message_id.clone(), "tool");
+        output.fingerprint_mut().text(&event.content.text());
+        self.outputs.push(output);
+        out.push(Event::ToolCallResult(event));
+        self.parent = None;
+        Some(())
     }
 
     /// Feeds the fingerprint of output `id` (every id the reader hands out is recorded first).
@@ -657,6 +902,14 @@ impl AapReader {
         if let Some(output) = self.outputs.iter_mut().rev().find(|f| f.id == id) {
             feed(output.fingerprint_mut());
         }
+    }
+}
+
+/// The base of an event attributed to subagent `lane` (the main run's when `None`).
+fn lane_base(lane: Option<String>) -> EventBase {
+    EventBase {
+        subagent_run_id: lane,
+        ..EventBase::default()
     }
 }
 

@@ -117,3 +117,145 @@ fn data_that_is_not_json_is_fatal_and_json_that_is_not_an_object_is_dropped() {
         failure.message
     );
 }
+
+/// Reads `frames` as one turn and ends the run: the events and the notes.
+fn read_turn(frames: &[(&str, &str)]) -> (Vec<Event>, Vec<Note>) {
+    let mut r = reader(ReadOptions::default());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    for (name, data) in frames {
+        r.read(&event(Some(name), data), &mut out, &mut notes)
+            .unwrap();
+    }
+    r.finish(&mut out);
+    (out, notes)
+}
+
+fn types(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.event_type().as_str()).collect()
+}
+
+#[test]
+fn the_extension_gives_back_ids_boundaries_and_the_terminal() {
+    let (out, notes) = read_turn(&[
+        (
+            "agui.TEXT_MESSAGE_START",
+            r#"{"messageId":"m-1","role":"user","subagentRunId":"sa"}"#,
+        ),
+        ("text_delta", r#"{"delta":"Hi"}"#),
+        (
+            "agui.TEXT_MESSAGE_END",
+            r#"{"messageId":"m-1","subagentRunId":"sa"}"#,
+        ),
+        ("agui.STATE_SNAPSHOT", r#"{"snapshot":{"a":1}}"#),
+        (
+            "turn_stop",
+            r#"{"stopReason":"error","agui":{"type":"RUN_ERROR","message":"boom","code":"X"}}"#,
+        ),
+    ]);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(
+        types(&out),
+        [
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "STATE_SNAPSHOT",
+            "RUN_ERROR"
+        ]
+    );
+    // The delta belongs to the bracketing message, attributed like its start.
+    let Event::TextMessageContent(content) = &out[1] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(content.message_id, "m-1");
+    assert_eq!(content.base.subagent_run_id.as_deref(), Some("sa"));
+    let Event::RunError(error) = &out[4] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (error.message.as_str(), error.code.as_deref()),
+        ("boom", Some("X"))
+    );
+}
+
+#[test]
+fn a_malformed_extension_is_dropped_and_the_event_read_as_plain_aap() {
+    let (out, notes) = read_turn(&[
+        // Not the event it names, no AG-UI type, a type the extension never carries.
+        ("agui.STATE_DELTA", r#"{"delta":7}"#),
+        ("agui.NOPE", r#"{}"#),
+        ("agui.TOOL_CALL_ARGS", r#"{"toolCallId":"c","delta":"x"}"#),
+        // A member that is not an object; one whose arguments are not text.
+        (
+            "tool_call",
+            r#"{"toolCallId":"c1","name":"f","input":{"a":1},"agui":5}"#,
+        ),
+        (
+            "tool_call",
+            r#"{"toolCallId":"c2","name":"g","input":{},"agui":{"arguments":3}}"#,
+        ),
+        (
+            "tool_result",
+            r#"{"toolCallId":"c1","content":"ok","agui":{"messageId":7}}"#,
+        ),
+        (
+            "tool_result",
+            r#"{"toolCallId":"c2","content":"ok","agui":{"messageId":"res-2"}}"#,
+        ),
+        // A terminal that contradicts the stop.
+        (
+            "turn_stop",
+            r#"{"stopReason":"error","agui":{"type":"RUN_FINISHED"}}"#,
+        ),
+    ]);
+    let dropped = notes
+        .iter()
+        .filter(|n| matches!(n, Note::Dropped(_)))
+        .count();
+    assert_eq!(dropped, 7, "{notes:?}");
+    // Both calls and both results still arrive; the run ends as a plain AAP error.
+    let calls: Vec<&str> = out
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCallStart(s) => Some(s.tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, ["c1", "c2"]);
+    let results: Vec<&str> = out
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCallResult(r) => Some(r.message_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1], "res-2", "the well-formed member is read");
+    assert!(
+        matches!(out.last(), Some(Event::RunError(e)) if e.code.as_deref() == Some("AAP_ERROR"))
+    );
+}
+
+#[test]
+fn a_call_made_up_for_an_interrupt_is_no_event() {
+    let (out, notes) = read_turn(&[
+        (
+            "tool_call",
+            r#"{"toolCallId":"intr:i-1","name":"interrupt:confirmation","input":{},"agui":{"interrupt":"i-1"}}"#,
+        ),
+        (
+            "turn_stop",
+            r#"{"stopReason":"tool_use","agui":{"type":"RUN_FINISHED","outcome":{"type":"interrupt","interrupts":[{"id":"i-1","reason":"confirmation"}]}}}"#,
+        ),
+    ]);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(types(&out), ["RUN_FINISHED"]);
+    let Event::RunFinished(f) = &out[0] else {
+        panic!()
+    };
+    assert_eq!((f.thread_id.as_str(), f.run_id.as_str()), ("t", "r"));
+    assert!(matches!(
+        &f.outcome,
+        Some(RunOutcome::Interrupt { interrupts }) if interrupts[0].id == "i-1"
+    ));
+}

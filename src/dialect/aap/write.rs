@@ -13,21 +13,27 @@
 //! result are pending — a client tool's call for the client to run, any other call (the
 //! gateway's confirm tool, typically) a permission request — and interrupts become permission
 //! requests answered with `resume`.
+//!
+//! With [`TurnOptions::extension`], the streaming modes also carry the `agui` extension
+//! ([`super::ext`]): message boundaries, the events AAP has no home for and the fields its
+//! events cannot hold, so the gateway's own AAP client gives back the AG-UI run.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::ext;
 use super::history::{content_to_aap, to_aap};
+use super::read::args_text;
 use super::types::{event as name, StopReason, StreamMode, TurnResponse};
 use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
 use crate::event::args_object;
 use crate::event::{
-    Event, EventBase, Interrupt, Message, RunOutcome, ToolCall, ToolCallArgs, ToolCallEnd,
-    ToolCallStart,
+    Event, EventBase, EventType, Interrupt, Message, RunOutcome, ToolCall, ToolCallArgs,
+    ToolCallEnd, ToolCallStart,
 };
 use crate::sse;
 
@@ -39,6 +45,8 @@ pub struct TurnOptions {
     pub client_tools: Vec<String>,
     /// The confirm tool the gateway declares to the agent.
     pub confirm_tool: String,
+    /// Write the `agui` extension in the streaming modes.
+    pub extension: bool,
 }
 
 /// A call the client must answer before the session can go on.
@@ -99,17 +107,107 @@ pub struct AapWriter {
     reasoning: Lane,
     /// Calls already written as `tool_call` (a repeated END writes nothing).
     written: HashSet<String>,
+    ext: Ext,
     stop: Option<TurnStop>,
+}
+
+/// What the `agui` extension writes later than the event it comes from: message boundaries
+/// (a message waiting behind a live one opens when it is shown) and calls' starts (a call is
+/// written at its end).
+#[derive(Debug, Default)]
+struct Ext {
+    enabled: bool,
+    /// `*_MESSAGE_START` data by message id, until the message is shown.
+    starts: HashMap<String, (EventType, Map<String, Value>)>,
+    /// `*_MESSAGE_END` data by message id, until the message is closed.
+    ends: HashMap<String, (EventType, Map<String, Value>)>,
+    calls: HashMap<String, ToolCallStart>,
+}
+
+impl Ext {
+    /// Keeps what a later event of the extension needs.
+    fn note(&mut self, event: &Event) {
+        let id = match event {
+            Event::TextMessageStart(e) => &e.message_id,
+            Event::ReasoningMessageStart(e) => &e.message_id,
+            Event::TextMessageEnd(e) => &e.message_id,
+            Event::ReasoningMessageEnd(e) => &e.message_id,
+            Event::ToolCallStart(e) => {
+                self.calls.insert(e.tool_call_id.clone(), e.clone());
+                return;
+            }
+            _ => return,
+        };
+        let entry = (event.event_type(), ext::payload(event));
+        let map = match event {
+            Event::TextMessageStart(_) | Event::ReasoningMessageStart(_) => &mut self.starts,
+            _ => &mut self.ends,
+        };
+        map.insert(id.clone(), entry);
+    }
+
+    /// The message `id` is shown from here on: its start.
+    fn open(&mut self, id: &str, out: &mut BytesMut) {
+        if let Some((ty, data)) = self.starts.remove(id).filter(|_| self.enabled) {
+            write_event(out, &ext::event_name(ty), &data);
+        }
+    }
+
+    /// The message `id` was shown whole: its end (made up when the run ended first).
+    fn close(&mut self, id: &str, kind: Kind, out: &mut BytesMut) {
+        if !self.enabled {
+            return;
+        }
+        let (ty, data) = self.ends.remove(id).unwrap_or_else(|| {
+            let ty = match kind {
+                Kind::Text => EventType::TextMessageEnd,
+                Kind::Thinking => EventType::ReasoningMessageEnd,
+            };
+            (ty, Map::from_iter([("messageId".to_owned(), id.into())]))
+        });
+        write_event(out, &ext::event_name(ty), &data);
+    }
+
+    /// An event AAP has no home for, or a folded run boundary.
+    fn other(&mut self, event: &Event, out: &mut BytesMut) {
+        match event {
+            Event::Custom(c) if c.name == super::RUN_BOUNDARY => {
+                for (key, ty) in [
+                    ("finished", EventType::RunFinished),
+                    ("started", EventType::RunStarted),
+                ] {
+                    if let Some(Value::Object(data)) = c.value.get(key) {
+                        let mut data = data.clone();
+                        data.remove("type");
+                        write_event(out, &ext::event_name(ty), &data);
+                    }
+                }
+            }
+            other if ext::is_verbatim(other.event_type()) => {
+                write_event(
+                    out,
+                    &ext::event_name(other.event_type()),
+                    &ext::payload(other),
+                );
+            }
+            _ => {}
+        }
+    }
 }
 
 impl AapWriter {
     pub fn new(options: TurnOptions, transcript: Transcript) -> AapWriter {
+        let ext = Ext {
+            enabled: options.extension && options.mode != StreamMode::None,
+            ..Ext::default()
+        };
         AapWriter {
             options,
             transcript,
             text: Lane::default(),
             reasoning: Lane::default(),
             written: HashSet::new(),
+            ext,
             stop: None,
         }
     }
@@ -153,9 +251,16 @@ impl AapWriter {
         self.transcript.apply(&event)?;
         let delta = self.options.mode == StreamMode::Delta;
         let streaming = self.streaming();
+        if self.ext.enabled {
+            self.ext.note(&event);
+        }
         match event {
-            Event::TextMessageStart(e) if streaming => self.text.start(e.message_id),
-            Event::ReasoningMessageStart(e) if streaming => self.reasoning.start(e.message_id),
+            Event::TextMessageStart(e) if streaming => {
+                self.text.start(e.message_id, &mut self.ext, out)
+            }
+            Event::ReasoningMessageStart(e) if streaming => {
+                self.reasoning.start(e.message_id, &mut self.ext, out)
+            }
             Event::TextMessageContent(e)
                 if delta && self.text.live.as_deref() == Some(&e.message_id) =>
             {
@@ -168,24 +273,36 @@ impl AapWriter {
             }
             Event::TextMessageEnd(e) if streaming => {
                 let mode = self.options.mode;
-                self.text
-                    .end(&e.message_id, &self.transcript, mode, Kind::Text, out)
+                let at = Shown {
+                    transcript: &self.transcript,
+                    mode,
+                    kind: Kind::Text,
+                };
+                self.text.end(&e.message_id, at, &mut self.ext, out)
             }
             Event::ReasoningMessageEnd(e) if streaming => {
                 let mode = self.options.mode;
-                self.reasoning
-                    .end(&e.message_id, &self.transcript, mode, Kind::Thinking, out)
+                let at = Shown {
+                    transcript: &self.transcript,
+                    mode,
+                    kind: Kind::Thinking,
+                };
+                self.reasoning.end(&e.message_id, at, &mut self.ext, out)
             }
-            Event::ToolCallEnd(e) => self.write_call(&e.tool_call_id, out),
+            Event::ToolCallEnd(e) => self.write_call(&e.tool_call_id, None, out),
             Event::ToolCallResult(e) if self.streaming() => {
                 let content = content_to_aap(&e.content);
-                write_event(
-                    out,
-                    name::TOOL_RESULT,
-                    &json!({"toolCallId": e.tool_call_id, "content": content}),
-                );
+                let mut data = json!({"toolCallId": e.tool_call_id, "content": content});
+                if self.ext.enabled {
+                    data[ext::FIELD] = Value::Object(ext::result_field(&e));
+                }
+                write_event(out, name::TOOL_RESULT, &data);
             }
             Event::RunFinished(e) => {
+                let terminal = self
+                    .ext
+                    .enabled
+                    .then(|| ext::terminal_field(&Event::RunFinished(e.clone())));
                 let limit = e
                     .result
                     .as_ref()
@@ -206,9 +323,13 @@ impl AapWriter {
                     }
                     (None, _) => self.settle(Vec::new()),
                 };
-                self.end_turn(stop, out);
+                self.end_turn(stop, terminal, out);
             }
             Event::RunError(e) => {
+                let terminal = self
+                    .ext
+                    .enabled
+                    .then(|| ext::terminal_field(&Event::RunError(e.clone())));
                 let reason = e
                     .code
                     .as_deref()
@@ -219,9 +340,11 @@ impl AapWriter {
                         reason,
                         pending: Vec::new(),
                     },
+                    terminal,
                     out,
                 );
             }
+            other if self.ext.enabled => self.ext.other(&other, out),
             _ => {}
         }
         Ok(())
@@ -231,7 +354,8 @@ impl AapWriter {
         self.options.mode != StreamMode::None
     }
 
-    fn write_call(&mut self, id: &str, out: &mut BytesMut) {
+    /// Writes the call `id` once; `interrupt`: the interrupt the call was made up to show.
+    fn write_call(&mut self, id: &str, interrupt: Option<&str>, out: &mut BytesMut) {
         if !self.written.insert(id.to_owned()) {
             return;
         }
@@ -242,11 +366,23 @@ impl AapWriter {
             return;
         };
         let (name, input) = self.view(call);
-        write_event(
-            out,
-            name::TOOL_CALL,
-            &json!({"toolCallId": id, "name": name, "input": input}),
-        );
+        let field = self.ext.enabled.then(|| match interrupt {
+            Some(interrupt) => Map::from_iter([(ext::INTERRUPT.to_owned(), interrupt.into())]),
+            None => {
+                let shown = args_text(&Value::Object(input.clone()));
+                ext::call_field(
+                    self.ext.calls.get(id),
+                    &name,
+                    &call.function.arguments,
+                    &shown,
+                )
+            }
+        });
+        let mut data = json!({"toolCallId": id, "name": name, "input": input});
+        if let Some(field) = field {
+            data[ext::FIELD] = Value::Object(field);
+        }
+        write_event(out, name::TOOL_CALL, &data);
     }
 
     /// The calls this run left without a result, classified (§6.2 B3, B4), after those already
@@ -356,21 +492,26 @@ impl AapWriter {
             debug_assert!(applied.is_ok(), "the transcript refused a synthetic call");
         }
         self.transcript.set_call_metadata(&id, synthetic_marker());
-        self.write_call(&id, out);
+        self.write_call(&id, Some(&interrupt.id), out);
         (id, tool)
     }
 
-    fn end_turn(&mut self, stop: TurnStop, out: &mut BytesMut) {
+    /// `terminal`: the extension's `agui` member of `turn_stop`.
+    fn end_turn(&mut self, stop: TurnStop, terminal: Option<Value>, out: &mut BytesMut) {
         if self.streaming() {
             let mode = self.options.mode;
-            self.reasoning
-                .flush(&self.transcript, mode, Kind::Thinking, out);
-            self.text.flush(&self.transcript, mode, Kind::Text, out);
-            write_event(
-                out,
-                name::TURN_STOP,
-                &json!({ "stopReason": stop.reason.as_str() }),
-            );
+            let at = |kind| Shown {
+                transcript: &self.transcript,
+                mode,
+                kind,
+            };
+            self.reasoning.flush(at(Kind::Thinking), &mut self.ext, out);
+            self.text.flush(at(Kind::Text), &mut self.ext, out);
+            let mut data = json!({ "stopReason": stop.reason.as_str() });
+            if let Some(terminal) = terminal {
+                data[ext::FIELD] = terminal;
+            }
+            write_event(out, name::TURN_STOP, &data);
         } else {
             // A tool_use stop shows its pending calls; any other stop has none.
             let messages = if stop.reason == StopReason::ToolUse {
@@ -448,9 +589,18 @@ impl Kind {
     }
 }
 
+/// Where a lane's messages are shown from: their text, the mode, and which lane.
+#[derive(Clone, Copy)]
+struct Shown<'a> {
+    transcript: &'a Transcript,
+    mode: StreamMode,
+    kind: Kind,
+}
+
 impl Lane {
-    fn start(&mut self, id: String) {
+    fn start(&mut self, id: String, ext: &mut Ext, out: &mut BytesMut) {
         if self.live.is_none() {
+            ext.open(&id, out);
             self.live = Some(id);
         } else {
             self.waiting.push_back((id, false));
@@ -459,21 +609,22 @@ impl Lane {
 
     /// A message of the lane ended. In `message` mode it is written whole. In `delta` mode,
     /// when it was the live one, the waiting ones catch up in start order (all their text so
-    /// far as one delta) until one is still open and becomes live.
-    fn end(
-        &mut self,
-        id: &str,
-        transcript: &Transcript,
-        mode: StreamMode,
-        kind: Kind,
-        out: &mut BytesMut,
-    ) {
-        if mode == StreamMode::Message {
-            write_whole(out, kind, transcript.text_of(id));
-        }
+    /// far as one delta) until one is still open and becomes live. The extension's boundaries
+    /// bracket each message where it is shown.
+    fn end(&mut self, id: &str, at: Shown<'_>, ext: &mut Ext, out: &mut BytesMut) {
+        let Shown {
+            transcript,
+            mode,
+            kind,
+        } = at;
         if self.live.as_deref() != Some(id) {
             match mode {
-                StreamMode::Message => self.waiting.retain(|(w, _)| w != id),
+                StreamMode::Message => {
+                    ext.open(id, out);
+                    write_whole(out, kind, transcript.text_of(id));
+                    ext.close(id, kind, out);
+                    self.waiting.retain(|(w, _)| w != id);
+                }
                 _ => {
                     if let Some(w) = self.waiting.iter_mut().find(|(w, _)| w == id) {
                         w.1 = true;
@@ -482,12 +633,19 @@ impl Lane {
             }
             return;
         }
+        if mode == StreamMode::Message {
+            write_whole(out, kind, transcript.text_of(id));
+        }
+        ext.close(id, kind, out);
         self.live = None;
         while let Some((next, ended)) = self.waiting.pop_front() {
+            ext.open(&next, out);
             if mode == StreamMode::Delta {
                 write_delta(out, kind.event(mode), transcript.text_of(&next));
             }
-            if !ended {
+            if ended {
+                ext.close(&next, kind, out);
+            } else {
                 self.live = Some(next);
                 break;
             }
@@ -496,19 +654,28 @@ impl Lane {
 
     /// The run ended with messages still open (an error cuts them): what the client has not
     /// seen of them is written, so every mode shows the same text.
-    fn flush(&mut self, transcript: &Transcript, mode: StreamMode, kind: Kind, out: &mut BytesMut) {
+    fn flush(&mut self, at: Shown<'_>, ext: &mut Ext, out: &mut BytesMut) {
+        let Shown {
+            transcript,
+            mode,
+            kind,
+        } = at;
         // The live message streamed its deltas already; in `message` mode it was never shown.
         // Waiting messages were never shown in either mode (`message` mode removes them at
         // their end).
-        let live = self.live.take().filter(|_| mode == StreamMode::Message);
-        for id in live
-            .into_iter()
-            .chain(self.waiting.drain(..).map(|(id, _)| id))
-        {
+        if let Some(id) = self.live.take() {
+            if mode == StreamMode::Message {
+                write_whole(out, kind, transcript.text_of(&id));
+            }
+            ext.close(&id, kind, out);
+        }
+        for (id, _) in self.waiting.drain(..) {
+            ext.open(&id, out);
             match mode {
                 StreamMode::Delta => write_delta(out, kind.event(mode), transcript.text_of(&id)),
                 _ => write_whole(out, kind, transcript.text_of(&id)),
             }
+            ext.close(&id, kind, out);
         }
     }
 }

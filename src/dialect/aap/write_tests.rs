@@ -16,6 +16,7 @@ fn writer(mode: StreamMode, budget: usize) -> AapWriter {
             mode,
             client_tools: vec!["get_location".into()],
             confirm_tool: "confirmAction".into(),
+            ..TurnOptions::default()
         },
         Transcript::new(Vec::new(), None, budget),
     )
