@@ -129,8 +129,9 @@ fn fixtures_in_process() {
 
 /// Posts `body` to `path` and returns the whole SSE body.
 async fn post(gateway: &Gateway, path: &str, body: &[u8]) -> Vec<u8> {
-    let response = send(gateway.addr, &Request::post_json(path, body.to_vec())).await;
+    let mut response = send(gateway.addr, &Request::post_json(path, body.to_vec())).await;
     assert_eq!(response.status, 200, "{path}");
+    response.events_to_end().await;
     response.raw_body().to_vec()
 }
 

@@ -391,9 +391,10 @@ impl HaiWriter {
                     AssistantContent::Business(self.options.delta_encoding),
                 );
                 let mut lost = base_lost(&e.base);
-                // HAI's messages cannot hold reasoning, activity, parts or metadata.
-                if let Ok(whole) = serde_json::to_value(&e.messages) {
-                    lost.insert("messages".into(), whole);
+                if !history::encodes_exactly(&e.messages) {
+                    if let Ok(whole) = serde_json::to_value(&e.messages) {
+                        lost.insert("messages".into(), whole);
+                    }
                 }
                 let mut fields = Map::new();
                 fields.insert("messages".into(), Value::Array(messages));
