@@ -794,3 +794,72 @@ mod tests {
         assert!(fast.0.len() > 10, "{:?}", fast.0);
     }
 }
+
+#[cfg(test)]
+mod extension_tests {
+    use super::*;
+    use crate::sse::SseDecoder;
+    use bytes::BytesMut;
+
+    fn read(stream: &str) -> (Vec<Event>, Vec<Note>) {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let mappings = Mappings::builtin();
+        let mut reader = HaiReader::new(
+            &ids,
+            &mappings,
+            ReaderOptions::default(),
+            &HaiOptions::default(),
+            [],
+        );
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        let mut decoder = SseDecoder::default();
+        let mut buf = BytesMut::from(stream);
+        while let Ok(Some(crate::sse::SseItem::Event(e))) = decoder.decode(&mut buf) {
+            reader.read(&e, &mut out, &mut notes).unwrap();
+        }
+        (out, notes)
+    }
+
+    #[test]
+    fn malformed_extensions_are_ignored_not_fatal() {
+        let (out, notes) = read(concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"runId\":\"r\",\"agui\":5}\n\n",
+            "data: {\"type\":\"CUSTOM\",\"name\":\"agui.NOPE\",\"value\":{}}\n\n",
+            "data: {\"type\":\"CUSTOM\",\"name\":\"agui.RAW\",\"value\":\"x\"}\n\n",
+            "data: {\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m\",\"agui\":{\"metadata\":3,\"subagentRunId\":[1]}}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"runId\":\"r\",\"agui\":{\"outcome\":\"bad\"}}\n\n",
+        ));
+        let types: Vec<&str> = out.iter().map(|e| e.event_type().as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "CUSTOM",
+                "CUSTOM",
+                "TEXT_MESSAGE_START",
+                "RUN_FINISHED"
+            ]
+        );
+        // Unknown or non-object `agui.*` customs stay what they were.
+        assert!(matches!(&out[1], Event::Custom(c) if c.name == "agui.NOPE"));
+        assert_eq!(out[3].base().metadata, None);
+        assert!(notes.contains(&Note::Dropped(DropKind::InvalidEvent)));
+    }
+
+    #[test]
+    fn synthetic_events_are_dropped_and_lost_fields_come_back() {
+        let (out, _) = read(concat!(
+            "data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"confirm:intr:i\",\"toolCallName\":\"confirmAction\",\"agui\":{\"synthetic\":true}}\n\n",
+            "data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"confirm:intr:i\",\"agui\":{\"synthetic\":true}}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"runId\":\"r\",\"agui\":{\"outcome\":{\"type\":\"cancelled\"}}}\n\n",
+        ));
+        assert_eq!(out.len(), 1);
+        assert!(matches!(
+            &out[0],
+            Event::RunFinished(f) if f.outcome == Some(crate::event::RunOutcome::Cancelled)
+        ));
+    }
+}
