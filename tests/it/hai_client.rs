@@ -487,3 +487,16 @@ fn demo_agent_through_gateway_satisfies_hai_client() {
         "demo, frontend-tool turn: the closing message does not name the frontend tool: {texts:?}"
     );
 }
+
+/// What `hai-client.mjs` says of the HAI stream in `capture` (with the request beside it, when
+/// given): `None` when it would accept it. For other modules' captures.
+pub(crate) fn check_capture(capture: &Path, request: Option<&Path>) -> Option<String> {
+    ensure_node();
+    let mut args = vec![OsString::from(capture)];
+    if let Some(request) = request {
+        args.push("--request".into());
+        args.push(request.into());
+    }
+    let check = hai_client(&args);
+    (!check.passed()).then(|| check.report())
+}

@@ -28,6 +28,7 @@ mod golden_aap_upstream;
 mod golden_agui;
 mod forwarding;
 mod golden_hai;
+mod golden_hai_hop;
 mod hai_client;
 mod layering;
 mod lifecycle;

@@ -141,16 +141,21 @@ async fn hai_client_in_front_of_an_agui_upstream() {
     assert_eq!(sent["messages"][3]["id"], format!("{RUN}.h0"));
     assert_eq!(sent["context"][0]["description"], "hai.context");
 
-    // The client got what hai-client renders.
+    // The client got what hai-client renders, and the reasoning span and message as
+    // `CUSTOM agui.*` extension events around the business message that holds them.
     assert_eq!(
         event_types(&events),
         [
             "RUN_STARTED",
             "STEP_STARTED",
+            "CUSTOM",
+            "CUSTOM",
             "BUSINESS_DATA_START",
             "BUSINESS_DATA_CONTENT",
             "BUSINESS_DATA_CONTENT",
             "BUSINESS_DATA_END",
+            "CUSTOM",
+            "CUSTOM",
             "BUSINESS_DATA_START",
             "BUSINESS_DATA_CONTENT",
             "BUSINESS_DATA_CONTENT",
@@ -165,6 +170,20 @@ async fn hai_client_in_front_of_an_agui_upstream() {
     );
     assert_eq!(events[0]["messageId"], RUN);
     assert_eq!(events[0]["role"], "assistant");
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "agui.REASONING_START",
+            "agui.REASONING_MESSAGE_START",
+            "agui.REASONING_MESSAGE_END",
+            "agui.REASONING_END"
+        ]
+    );
     let thinking = outputs(&events, "r1");
     assert_eq!(thinking[0]["output"]["type"], "thinking");
     assert_eq!(thinking[0]["output"]["data"]["content"], "thinking {hard}");
@@ -177,9 +196,10 @@ async fn hai_client_in_front_of_an_agui_upstream() {
             json!({"output":{"type":"text","content":" done"}})
         ]
     );
-    let args: Value = serde_json::from_str(events[11]["delta"].as_str().unwrap()).unwrap();
+    // Index 15: the four extension events come before it.
+    let args: Value = serde_json::from_str(events[15]["delta"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({"q":"x}{y"}));
-    assert!(!events[11]["delta"].as_str().unwrap().contains("}{"));
+    assert!(!events[15]["delta"].as_str().unwrap().contains("}{"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -851,3 +851,17 @@ fn random_streams_after_translation_pass_the_real_client() {
         failures.join("\n")
     );
 }
+
+/// Drives the gateway at `url` with the real `@ag-ui/client` for `request` and checks what it
+/// received like every run here (the client's verdict, then both offline validators on the
+/// capture `<prefix>-1.sse`). The problems found; empty when clean. For other modules.
+pub(crate) fn run_clean(url: &str, request: &Path, prefix: &Path) -> Vec<String> {
+    provision();
+    let verdict = match run_agent(url, request, &[], prefix) {
+        Ok(v) => v,
+        Err(e) => return vec![e],
+    };
+    let mut problems = verdict_problems(&verdict, "@ag-ui/client HttpAgent");
+    problems.extend(validate_capture(&capture_file(prefix, 1), Some(request)));
+    problems
+}

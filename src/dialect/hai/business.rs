@@ -19,7 +19,7 @@ use crate::mapping::HaiTables;
 pub(super) const ATTRIBUTES: [&str; 3] = ["layout", "blockId", "style"];
 
 /// Keys of `metadata.hai` on a thinking chunk that are the thinking panel's flags.
-const THINKING_FLAGS: [&str; 3] = ["elapsed", "thinking", "collapse"];
+pub(super) const THINKING_FLAGS: [&str; 3] = ["elapsed", "thinking", "collapse"];
 
 /// One decoded business output.
 #[derive(Debug, Clone, PartialEq)]

@@ -120,6 +120,37 @@ fn decode_assistant(
     })
 }
 
+/// True when [`encode`] then [`decode`] give `messages` back: text-only user, system,
+/// developer and tool messages and assistant messages read from HAI (their `rawContent` kept),
+/// with no metadata but HAI's own. Anything else (reasoning, activity, parts, an AG-UI
+/// assistant message, foreign metadata) needs the AG-UI messages beside the HAI ones.
+pub(super) fn encodes_exactly(messages: &[Message]) -> bool {
+    messages.iter().all(|message| {
+        let own_metadata_only = |metadata: &Option<Map<String, Value>>| {
+            metadata
+                .as_ref()
+                .is_none_or(|m| m.keys().all(|k| k == METADATA_KEY))
+        };
+        match message {
+            Message::User(m) => {
+                matches!(m.content, crate::event::MessageContent::Text(_))
+                    && own_metadata_only(&m.metadata)
+            }
+            Message::System(m) | Message::Developer(m) => own_metadata_only(&m.metadata),
+            Message::Tool(m) => {
+                matches!(m.content, crate::event::MessageContent::Text(_))
+                    && m.encrypted_value.is_none()
+                    && own_metadata_only(&m.metadata)
+            }
+            Message::Assistant(m) => {
+                own_metadata_only(&m.metadata)
+                    && hai_of(&m.metadata).is_some_and(|h| h.contains_key("rawContent"))
+            }
+            Message::Reasoning(_) | Message::Activity(_) => false,
+        }
+    })
+}
+
 /// How an assistant message's content is written for a HAI peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AssistantContent {

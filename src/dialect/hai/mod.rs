@@ -13,6 +13,7 @@
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 mod business;
+mod extension;
 mod history;
 mod read;
 mod request;

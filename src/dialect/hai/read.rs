@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::business::{self, Output};
+use super::extension::{self, Ext};
 use super::history::{self, HistoryContent};
 use super::{custom, HaiOptions, METADATA_KEY};
 use crate::dialect::agui::fix::{self, Timestamps};
@@ -50,6 +51,8 @@ struct Open {
     id: String,
     /// Its reasoning message `<id>:thinking` is open.
     thinking: bool,
+    /// Made up by the gateway's writer to hold a lone reasoning message: no text message.
+    wrapper: bool,
 }
 
 /// See the module docs.
@@ -72,6 +75,9 @@ pub struct HaiReader {
     subagents: Vec<String>,
     /// `text` outputs keep their name in the route's tables, so [`plain_text`] may read them.
     text_is_text: bool,
+    /// The `messageId` of this run's `RUN_STARTED` when it was the gateway writer's default
+    /// (the run id, role `assistant`): it says nothing, so it does not become `metadata.hai`.
+    default_message_id: Option<String>,
 }
 
 impl HaiReader {
@@ -96,6 +102,7 @@ impl HaiReader {
             resolved: HashSet::new(),
             subagents: Vec::new(),
             text_is_text: mappings.hai.output_type("text") == "text",
+            default_message_id: None,
         }
     }
 
@@ -131,10 +138,40 @@ impl HaiReader {
             out.push(custom_event(custom::EVENT, Value::Object(map), base));
             return Ok(());
         };
+        let ext = Ext::take(&mut map, notes);
+        if ext == Ext::Synthetic {
+            // Made up by the gateway's writer for plain HAI clients: what it stands for comes
+            // back through the extension elsewhere.
+            match ty {
+                "BUSINESS_DATA_START" => {
+                    if let Some(id) = message_id(&map) {
+                        self.open.push(Open {
+                            id,
+                            thinking: false,
+                            wrapper: true,
+                        });
+                    }
+                }
+                "BUSINESS_DATA_END" => {
+                    if let Some(id) = message_id(&map) {
+                        self.open.retain(|o| o.id != id);
+                    }
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
         match ty {
-            "BUSINESS_DATA_START" => self.business_start(map, out, notes),
-            "BUSINESS_DATA_CONTENT" => self.business_content(map, out, notes),
-            "BUSINESS_DATA_END" => self.business_end(map, out, notes),
+            "BUSINESS_DATA_START" => self.business_start(map, &ext, out, notes),
+            "BUSINESS_DATA_CONTENT" => self.business_content(map, &ext, out, notes),
+            "BUSINESS_DATA_END" => self.business_end(map, &ext, out, notes),
+            "AGENT_COLLABORATIVE_MESSAGE_START"
+            | "AGENT_COLLABORATIVE_MESSAGE_CONTENT"
+            | "AGENT_COLLABORATIVE_MESSAGE_END"
+                if ext.is_some() =>
+            {
+                return self.subagent(map, ty, ext, out, notes);
+            }
             "AGENT_COLLABORATIVE_MESSAGE_START" => self.collaboration(map, "start", out, notes),
             "AGENT_COLLABORATIVE_MESSAGE_CONTENT" => self.collaboration(map, "content", out, notes),
             "AGENT_COLLABORATIVE_MESSAGE_END" => self.collaboration(map, "end", out, notes),
@@ -145,6 +182,18 @@ impl HaiReader {
                         hai.insert(key.into(), v);
                     }
                 }
+                let message = hai.get("messageId").and_then(Value::as_str);
+                let assistant = hai.get("role").and_then(Value::as_str) == Some("assistant");
+                if ty == "RUN_STARTED" {
+                    let run_id = map.get("runId").and_then(Value::as_str);
+                    self.default_message_id = message
+                        .filter(|m| assistant && Some(*m) == run_id)
+                        .map(str::to_owned);
+                }
+                if assistant && hai.len() == 2 && message == self.default_message_id.as_deref() {
+                    hai.clear();
+                }
+                ext.merge_into(&mut map);
                 if ty == "RUN_FINISHED" {
                     self.end_run();
                     if !map.contains_key("outcome") {
@@ -163,6 +212,7 @@ impl HaiReader {
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             "RUN_ERROR" => {
+                ext.merge_into(&mut map);
                 self.end_run();
                 let nested = map
                     .get("error")
@@ -176,6 +226,7 @@ impl HaiReader {
                 if let Some(delta) = map.get_mut("delta") {
                     drop_undefined_from(delta, notes);
                 }
+                ext.merge_into(&mut map);
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             "TOOL_CALL_START" => {
@@ -186,6 +237,7 @@ impl HaiReader {
                         self.calls.push(id.to_owned());
                     }
                 }
+                ext.merge_into(&mut map);
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             "TOOL_CALL_RESULT" => {
@@ -194,6 +246,7 @@ impl HaiReader {
                         self.resolved.insert(id.to_owned());
                     }
                 }
+                ext.merge_into(&mut map);
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             "MESSAGE_SNAPSHOT" => {
@@ -203,6 +256,14 @@ impl HaiReader {
                     let decoded = history::decode(messages, self.history, &tables, &mut self.mint);
                     map.insert("messages".into(), Value::Array(decoded));
                 }
+                // The AG-UI messages as they were, when the snapshot carries them.
+                if ext
+                    .lost()
+                    .is_some_and(|l| !l.get("messages").is_some_and(Value::is_array))
+                {
+                    notes.push(Note::Dropped(DropKind::InvalidEvent));
+                }
+                ext.merge_into(&mut map);
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             "CUSTOM" => {
@@ -219,6 +280,13 @@ impl HaiReader {
                     }
                     return Ok(());
                 }
+                if let Some(event) = map
+                    .get("value")
+                    .and_then(|value| extension::event_of_custom(name, value))
+                {
+                    // An AG-UI event HAI has no home for, carried by the gateway's writer.
+                    return self.agui.read_value(event, None, out, notes);
+                }
                 if name.starts_with("hai.") {
                     // The `hai.` namespace is the gateway's own inside AG-UI: escape it.
                     let mut value = Map::new();
@@ -230,10 +298,14 @@ impl HaiReader {
                     map.insert("name".into(), custom::CUSTOM.into());
                     map.insert("value".into(), Value::Object(value));
                 }
+                ext.merge_into(&mut map);
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
             // Steps, tool args and ends, state, RAW: AG-UI's own shapes.
-            _ => return self.agui.read_value(Value::Object(map), None, out, notes),
+            _ => {
+                ext.merge_into(&mut map);
+                return self.agui.read_value(Value::Object(map), None, out, notes);
+            }
         }
         Ok(())
     }
@@ -241,6 +313,7 @@ impl HaiReader {
     fn business_start(
         &mut self,
         map: Map<String, Value>,
+        ext: &Ext,
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) {
@@ -259,19 +332,23 @@ impl HaiReader {
             self.open.push(Open {
                 id: id.clone(),
                 thinking: false,
+                wrapper: false,
             });
         }
+        let mut base = self.base(&map, notes);
+        ext.apply_base(&mut base, notes);
         out.push(Event::TextMessageStart(TextMessageStart {
             message_id: id,
             role,
-            name: None,
-            base: self.base(&map, notes),
+            name: ext.str("name").map(str::to_owned),
+            base,
         }));
     }
 
     fn business_content(
         &mut self,
         mut map: Map<String, Value>,
+        ext: &Ext,
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) {
@@ -287,6 +364,7 @@ impl HaiReader {
             self.open.push(Open {
                 id: id.clone(),
                 thinking: false,
+                wrapper: false,
             });
             out.push(Event::TextMessageStart(TextMessageStart {
                 message_id: id.clone(),
@@ -295,7 +373,11 @@ impl HaiReader {
                 base: EventBase::default(),
             }));
         }
-        let base = self.base(&map, notes);
+        let mut base = self.base(&map, notes);
+        ext.apply_base(&mut base, notes);
+        // A reasoning message the gateway's writer named: its start and end come as events
+        // of their own (`CUSTOM agui.REASONING_*`), so none is derived here.
+        let named_reasoning = ext.str("messageId").map(str::to_owned);
         let delta = map.shift_remove("delta").unwrap_or(Value::Null);
         let tables = Arc::clone(&self.tables);
         for object in business::decode_delta(delta, &map) {
@@ -308,6 +390,20 @@ impl HaiReader {
                     }));
                 }
                 Output::Thinking(delta, hai) => {
+                    if let Some(reasoning_id) = &named_reasoning {
+                        // The thinking panel's flags of an AG-UI reasoning message are the
+                        // writer's own, not the agent's.
+                        let mut hai = hai;
+                        for flag in business::THINKING_FLAGS {
+                            hai.shift_remove(flag);
+                        }
+                        out.push(Event::ReasoningMessageContent(ReasoningMessageContent {
+                            message_id: reasoning_id.clone(),
+                            delta,
+                            base: with_hai(base.clone(), hai),
+                        }));
+                        continue;
+                    }
                     let reasoning_id = format!("{id}:thinking");
                     if let Some(open) = self.open.iter_mut().find(|o| o.id == id) {
                         if !open.thinking {
@@ -388,6 +484,7 @@ impl HaiReader {
     fn business_end(
         &mut self,
         map: Map<String, Value>,
+        ext: &Ext,
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) {
@@ -397,6 +494,9 @@ impl HaiReader {
         };
         if let Some(pos) = self.open.iter().position(|o| o.id == id) {
             let open = self.open.remove(pos);
+            if open.wrapper {
+                return;
+            }
             if open.thinking {
                 let reasoning_id = format!("{id}:thinking");
                 out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
@@ -409,10 +509,55 @@ impl HaiReader {
                 }));
             }
         }
+        let mut base = self.base(&map, notes);
+        ext.apply_base(&mut base, notes);
         out.push(Event::TextMessageEnd(TextMessageEnd {
             message_id: id,
-            base: self.base(&map, notes),
+            base,
         }));
+    }
+
+    /// A collaboration event the gateway's writer made of an AG-UI subagent (it carries the
+    /// `agui` member): the subagent event again, whatever `hai.collaboration` says.
+    fn subagent(
+        &mut self,
+        mut map: Map<String, Value>,
+        ty: &str,
+        ext: Ext,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        let Some(id) = message_id(&map) else {
+            notes.push(Note::Dropped(DropKind::Orphan));
+            return Ok(());
+        };
+        let mut event = Map::new();
+        let agui_ty = match ty {
+            "AGENT_COLLABORATIVE_MESSAGE_START" => {
+                event.insert("name".into(), map.shift_remove("to").unwrap_or_default());
+                match map.shift_remove("from") {
+                    Some(Value::String(from)) if from == "agent" => {}
+                    Some(from) => {
+                        let mut hai = Map::new();
+                        hai.insert("from".into(), from);
+                        put_hai(&mut event, hai);
+                    }
+                    None => {}
+                }
+                "SUBAGENT_STARTED"
+            }
+            "AGENT_COLLABORATIVE_MESSAGE_END" if ext.str("message").is_some() => "SUBAGENT_ERROR",
+            "AGENT_COLLABORATIVE_MESSAGE_END" => "SUBAGENT_FINISHED",
+            // A content event with lost fields: none is written; nothing to give back.
+            _ => return Ok(()),
+        };
+        event.insert("type".into(), agui_ty.into());
+        event.insert("subagentRunId".into(), id.into());
+        if let Some(ts) = map.shift_remove("timestamp") {
+            event.insert("timestamp".into(), ts);
+        }
+        ext.merge_into(&mut event);
+        self.agui.read_value(Value::Object(event), None, out, notes)
     }
 
     fn collaboration(
@@ -647,5 +792,74 @@ mod tests {
         let (fast, slow) = (read(&stream, true), read(&stream, false));
         assert_eq!(fast, slow);
         assert!(fast.0.len() > 10, "{:?}", fast.0);
+    }
+}
+
+#[cfg(test)]
+mod extension_tests {
+    use super::*;
+    use crate::sse::SseDecoder;
+    use bytes::BytesMut;
+
+    fn read(stream: &str) -> (Vec<Event>, Vec<Note>) {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let mappings = Mappings::builtin();
+        let mut reader = HaiReader::new(
+            &ids,
+            &mappings,
+            ReaderOptions::default(),
+            &HaiOptions::default(),
+            [],
+        );
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        let mut decoder = SseDecoder::default();
+        let mut buf = BytesMut::from(stream);
+        while let Ok(Some(crate::sse::SseItem::Event(e))) = decoder.decode(&mut buf) {
+            reader.read(&e, &mut out, &mut notes).unwrap();
+        }
+        (out, notes)
+    }
+
+    #[test]
+    fn malformed_extensions_are_ignored_not_fatal() {
+        let (out, notes) = read(concat!(
+            "data: {\"type\":\"RUN_STARTED\",\"runId\":\"r\",\"agui\":5}\n\n",
+            "data: {\"type\":\"CUSTOM\",\"name\":\"agui.NOPE\",\"value\":{}}\n\n",
+            "data: {\"type\":\"CUSTOM\",\"name\":\"agui.RAW\",\"value\":\"x\"}\n\n",
+            "data: {\"type\":\"BUSINESS_DATA_START\",\"messageId\":\"m\",\"agui\":{\"metadata\":3,\"subagentRunId\":[1]}}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"runId\":\"r\",\"agui\":{\"outcome\":\"bad\"}}\n\n",
+        ));
+        let types: Vec<&str> = out.iter().map(|e| e.event_type().as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "CUSTOM",
+                "CUSTOM",
+                "TEXT_MESSAGE_START",
+                "RUN_FINISHED"
+            ]
+        );
+        // Unknown or non-object `agui.*` customs stay what they were.
+        assert!(matches!(&out[1], Event::Custom(c) if c.name == "agui.NOPE"));
+        assert_eq!(out[3].base().metadata, None);
+        assert!(notes.contains(&Note::Dropped(DropKind::InvalidEvent)));
+    }
+
+    #[test]
+    fn synthetic_events_are_dropped_and_lost_fields_come_back() {
+        let (out, _) = read(concat!(
+            "data: {\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"confirm:intr:i\",\"toolCallName\":\"confirmAction\",\"agui\":{\"synthetic\":true}}\n\n",
+            "data: {\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"confirm:intr:i\",\"agui\":{\"synthetic\":true}}\n\n",
+            "data: {\"type\":\"RUN_FINISHED\",\"runId\":\"r\",\"agui\":{\"outcome\":{\"type\":\"cancelled\"}}}\n\n",
+        ));
+        assert_eq!(out.len(), 1);
+        assert!(matches!(
+            &out[0],
+            Event::RunFinished(f) if f.outcome == Some(crate::event::RunOutcome::Cancelled)
+        ));
     }
 }

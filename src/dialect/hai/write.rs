@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use serde_json::{Map, Value};
 
 use super::business::{self, ATTRIBUTES};
+use super::extension::{self, base_lost};
 use super::history::{self, AssistantContent};
 use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, METADATA_KEY};
 use crate::dialect::confirm;
@@ -35,6 +36,10 @@ struct Business {
     role: String,
     start_ms: i64,
     written: bool,
+    /// The `agui` member of its `BUSINESS_DATA_START`.
+    agui: Map<String, Value>,
+    /// Opened to hold a reasoning message alone: made up for plain HAI clients.
+    wrapper: bool,
 }
 
 #[derive(Debug)]
@@ -47,6 +52,9 @@ struct Reasoning {
     started_ms: i64,
     /// Flags were synthesised (the source was not HAI); `elapsed` of the last chunk.
     synthesised: Option<i64>,
+    /// Its id is the one the HAI reader derives from the target (`<target>:thinking`), so it
+    /// needs no extension to come back.
+    native: bool,
 }
 
 /// See the module docs.
@@ -59,6 +67,9 @@ pub struct HaiWriter {
     open: Vec<Business>,
     reasoning: Vec<Reasoning>,
     args: HashMap<String, String>,
+    /// The events being written are made up for plain HAI clients (an interrupt's confirm
+    /// call): they carry the `synthetic` mark.
+    making_up: bool,
     /// Reused for the delta text of [`Self::plain_text`].
     scratch: BytesMut,
 }
@@ -82,9 +93,14 @@ impl HaiWriter {
         let ts = event.base().timestamp.unwrap_or(self.now_ms);
         match event {
             Event::RunStarted(e) => {
+                let mut lost = base_lost(&e.base);
+                if let Some(parent) = &e.parent_run_id {
+                    lost.insert("parentRunId".into(), parent.clone().into());
+                }
                 self.thread_id = e.thread_id;
                 self.run_id = e.run_id;
-                let fields = self.run_fields(&e.base);
+                let mut fields = self.run_fields(&e.base);
+                extension::put(&mut fields, lost);
                 self.frame(out, "RUN_STARTED", fields, ts);
             }
             Event::RunFinished(e) => {
@@ -93,53 +109,85 @@ impl HaiWriter {
                     for interrupt in interrupts {
                         confirm::confirm_call(interrupt, &self.options.confirm_tool, &mut calls);
                     }
-                    for call in calls {
-                        self.write(call, out)?;
-                    }
+                    // Made up for plain HAI clients; the outcome below is the real thing.
+                    self.making_up = true;
+                    let written = calls.into_iter().try_for_each(|call| self.write(call, out));
+                    self.making_up = false;
+                    written?;
                 }
                 self.close_all(out, ts);
+                let mut lost = base_lost(&e.base);
+                for (key, value) in [
+                    ("outcome", e.outcome.as_ref().map(serde_json::to_value)),
+                    ("result", e.result.clone().map(Ok)),
+                    ("usage", e.usage.as_ref().map(serde_json::to_value)),
+                ] {
+                    if let Some(Ok(value)) = value {
+                        lost.insert(key.into(), value);
+                    }
+                }
                 let mut fields = self.run_fields(&e.base);
                 if self.options.run_ids {
                     // The run's own ids: after folded runs (`hai.run`), the last run's.
                     fields.insert("threadId".into(), e.thread_id.into());
                     fields.insert("runId".into(), e.run_id.into());
                 }
+                extension::put(&mut fields, lost);
                 self.frame(out, "RUN_FINISHED", fields, ts);
             }
             Event::RunError(e) => {
                 if self.options.error_notice {
                     let id = format!("{}.error", self.run_id);
                     let object = business::text_business(&e.message, None);
-                    self.open_business(&id, "assistant", ts);
-                    self.business(out, &id, object, ts);
-                    self.end_business(out, &id, ts);
+                    self.open_business(&id, "assistant", Map::new(), ts);
+                    self.business(out, &id, object, Map::new(), ts);
+                    self.end_business(out, &id, Map::new(), ts);
+                }
+                let mut lost = base_lost(&e.base);
+                if let Some(Ok(usage)) = e.usage.as_ref().map(serde_json::to_value) {
+                    lost.insert("usage".into(), usage);
                 }
                 let mut fields = Map::new();
                 fields.insert("message".into(), e.message.into());
                 if let Some(code) = e.code {
                     fields.insert("code".into(), code.into());
                 }
+                extension::put(&mut fields, lost);
                 self.frame(out, "RUN_ERROR", fields, ts);
             }
-            Event::StepStarted(e) => self.step(out, "STEP_STARTED", e.step_name, ts),
-            Event::StepFinished(e) => self.step(out, "STEP_FINISHED", e.step_name, ts),
+            Event::StepStarted(e) => {
+                self.step(out, "STEP_STARTED", e.step_name, base_lost(&e.base), ts)
+            }
+            Event::StepFinished(e) => {
+                self.step(out, "STEP_FINISHED", e.step_name, base_lost(&e.base), ts)
+            }
             Event::TextMessageStart(e) => {
-                self.open_business(&e.message_id, e.role.as_str(), ts);
+                let mut lost = base_lost(&e.base);
+                if let Some(name) = e.name {
+                    lost.insert("name".into(), name.into());
+                }
+                self.open_business(&e.message_id, e.role.as_str(), lost, ts);
             }
             Event::TextMessageContent(e) => {
                 let hai = hai_metadata(&e.base);
-                if e.delta.is_empty() && hai.is_none() {
+                let lost = base_lost(&e.base);
+                if e.delta.is_empty() && hai.is_none() && lost.is_empty() {
                     return Ok(());
                 }
-                if hai.is_none() && self.options.delta_encoding == DeltaEncoding::JsonString {
+                if hai.is_none()
+                    && lost.is_empty()
+                    && self.options.delta_encoding == DeltaEncoding::JsonString
+                {
                     self.ensure_started(out, &e.message_id);
                     self.plain_text(out, &e.message_id, &e.delta, ts);
                     return Ok(());
                 }
                 let object = business::text_business(&e.delta, hai);
-                self.business(out, &e.message_id, object, ts);
+                self.business(out, &e.message_id, object, lost, ts);
             }
-            Event::TextMessageEnd(e) => self.end_business(out, &e.message_id, ts),
+            Event::TextMessageEnd(e) => {
+                self.end_business(out, &e.message_id, base_lost(&e.base), ts)
+            }
             Event::ReasoningMessageStart(e) => {
                 let own = e
                     .message_id
@@ -150,10 +198,22 @@ impl HaiWriter {
                         [only] => Some(only.id.clone()),
                         _ => None,
                     });
+                let native = own
+                    .as_deref()
+                    .is_some_and(|t| self.is_native(&e.message_id, t))
+                    && base_lost(&e.base).is_empty();
+                if !native {
+                    let (name, value) =
+                        extension::custom_of(&Event::ReasoningMessageStart(e.clone()));
+                    self.custom_frame(out, name, value, ts);
+                }
                 let (target, own_target) = match own {
                     Some(target) => (target, false),
                     None => {
-                        self.open_business(&e.message_id, "assistant", ts);
+                        self.open_business(&e.message_id, "assistant", extension::synthetic(), ts);
+                        if let Some(open) = self.open.iter_mut().find(|b| b.id == e.message_id) {
+                            open.wrapper = true;
+                        }
                         (e.message_id.clone(), true)
                     }
                 };
@@ -163,6 +223,7 @@ impl HaiWriter {
                     own_target,
                     started_ms: ts,
                     synthesised: None,
+                    native,
                 });
             }
             Event::ReasoningMessageContent(e) => {
@@ -176,13 +237,17 @@ impl HaiWriter {
                     r.synthesised = Some(elapsed);
                 }
                 let target = r.target.clone();
+                let mut lost = base_lost(&e.base);
+                if !r.native {
+                    lost.insert("messageId".into(), e.message_id.clone().into());
+                }
                 let flags = [
                     ("elapsed", elapsed.into()),
                     ("thinking", true.into()),
                     ("collapse", true.into()),
                 ];
                 let object = business::thinking_business(&e.delta, hai, flags);
-                self.business(out, &target, object, ts);
+                self.business(out, &target, object, lost, ts);
             }
             Event::ReasoningMessageEnd(e) => {
                 let Some(pos) = self.reasoning.iter().position(|r| r.id == e.message_id) else {
@@ -197,15 +262,26 @@ impl HaiWriter {
                         ("collapse", true.into()),
                     ];
                     let object = business::thinking_business("", None, flags);
-                    self.business(out, &r.target, object, ts);
+                    self.business(out, &r.target, object, extension::synthetic(), ts);
                 }
                 if r.own_target {
-                    self.end_business(out, &r.target, ts);
+                    self.end_business(out, &r.target, Map::new(), ts);
+                }
+                if !(r.native && base_lost(&e.base).is_empty()) {
+                    let (name, value) = extension::custom_of(&Event::ReasoningMessageEnd(e));
+                    self.custom_frame(out, name, value, ts);
                 }
             }
-            Event::ReasoningStart(_)
+            // A span named after an open business message is the one the HAI reader derives
+            // around its thinking; any other span comes back only through the extension.
+            Event::ReasoningStart(ref e) if self.native_span(&e.message_id, &e.base) => {}
+            Event::ReasoningEnd(ref e) if self.native_span(&e.message_id, &e.base) => {}
+            other @ (Event::ReasoningStart(_)
             | Event::ReasoningEnd(_)
-            | Event::ReasoningEncryptedValue(_) => {}
+            | Event::ReasoningEncryptedValue(_)) => {
+                let (name, value) = extension::custom_of(&other);
+                self.custom_frame(out, name, value, ts);
+            }
             Event::ToolCallStart(e) => {
                 if self.options.tool_args != ToolArgsEncoding::Stream {
                     if self.args.len() >= MAX_HELD_CALLS {
@@ -216,12 +292,14 @@ impl HaiWriter {
                     }
                     self.args.insert(e.tool_call_id.clone(), String::new());
                 }
+                let lost = self.lost(&e.base);
                 let mut fields = Map::new();
                 fields.insert("toolCallId".into(), e.tool_call_id.into());
                 fields.insert("toolCallName".into(), e.tool_call_name.into());
                 if let Some(parent) = e.parent_message_id {
                     fields.insert("parentMessageId".into(), parent.into());
                 }
+                extension::put(&mut fields, lost);
                 self.frame(out, "TOOL_CALL_START", fields, ts);
             }
             Event::ToolCallArgs(e) => {
@@ -236,14 +314,17 @@ impl HaiWriter {
                         held.push_str(&e.delta);
                     }
                     None => {
+                        let lost = self.lost(&e.base);
                         let mut fields = Map::new();
                         fields.insert("toolCallId".into(), e.tool_call_id.into());
                         fields.insert("delta".into(), e.delta.into());
+                        extension::put(&mut fields, lost);
                         self.frame(out, "TOOL_CALL_ARGS", fields, ts);
                     }
                 }
             }
             Event::ToolCallEnd(e) => {
+                let lost = self.lost(&e.base);
                 if let Some(held) = self.args.remove(&e.tool_call_id) {
                     let object = Value::Object(args_object(&held));
                     let delta = match self.options.tool_args {
@@ -253,26 +334,44 @@ impl HaiWriter {
                     let mut fields = Map::new();
                     fields.insert("toolCallId".into(), e.tool_call_id.clone().into());
                     fields.insert("delta".into(), delta);
+                    if self.making_up {
+                        extension::put(&mut fields, extension::synthetic());
+                    }
                     self.frame(out, "TOOL_CALL_ARGS", fields, ts);
                 }
                 let mut fields = Map::new();
                 fields.insert("toolCallId".into(), e.tool_call_id.into());
+                extension::put(&mut fields, lost);
                 self.frame(out, "TOOL_CALL_END", fields, ts);
             }
             Event::ToolCallResult(e) => {
+                let mut lost = base_lost(&e.base);
+                if let MessageContent::Parts(parts) = &e.content {
+                    if let Ok(parts) = serde_json::to_value(parts) {
+                        lost.insert("content".into(), parts);
+                    }
+                }
                 let mut fields = Map::new();
                 fields.insert("messageId".into(), e.message_id.into());
                 fields.insert("toolCallId".into(), e.tool_call_id.into());
                 fields.insert("content".into(), result_text(e.content).into());
                 fields.insert("role".into(), "tool".into());
+                extension::put(&mut fields, lost);
                 self.frame(out, "TOOL_CALL_RESULT", fields, ts);
             }
             Event::StateSnapshot(e) => {
                 let mut fields = Map::new();
                 fields.insert("snapshot".into(), e.snapshot);
+                extension::put(&mut fields, base_lost(&e.base));
                 self.frame(out, "STATE_SNAPSHOT", fields, ts);
             }
             Event::StateDelta(mut e) => {
+                let mut lost = base_lost(&e.base);
+                if e.delta.iter().any(|op| !op.extra.is_empty()) {
+                    if let Ok(whole) = serde_json::to_value(&e.delta) {
+                        lost.insert("delta".into(), whole);
+                    }
+                }
                 // `hai-client` refuses `from` on an operation that does not define it: members
                 // RFC 6902 leaves undefined, which an AG-UI agent may send, stay out of HAI.
                 for op in &mut e.delta {
@@ -283,6 +382,7 @@ impl HaiWriter {
                     "delta".into(),
                     serde_json::to_value(e.delta).unwrap_or_default(),
                 );
+                extension::put(&mut fields, lost);
                 self.frame(out, "STATE_DELTA", fields, ts);
             }
             Event::MessagesSnapshot(e) => {
@@ -290,17 +390,28 @@ impl HaiWriter {
                     &e.messages,
                     AssistantContent::Business(self.options.delta_encoding),
                 );
+                let mut lost = base_lost(&e.base);
+                if !history::encodes_exactly(&e.messages) {
+                    if let Ok(whole) = serde_json::to_value(&e.messages) {
+                        lost.insert("messages".into(), whole);
+                    }
+                }
                 let mut fields = Map::new();
                 fields.insert("messages".into(), Value::Array(messages));
+                extension::put(&mut fields, lost);
                 self.frame(out, self.options.snapshot_name.as_str(), fields, ts);
             }
-            Event::Custom(e) => self.custom(out, e.name, e.value, ts),
+            Event::Custom(e) => {
+                let lost = base_lost(&e.base);
+                self.custom(out, e.name, e.value, lost, ts)
+            }
             Event::Raw(e) => {
                 let mut fields = Map::new();
                 fields.insert("event".into(), e.event);
                 if let Some(source) = e.source {
                     fields.insert("source".into(), source.into());
                 }
+                extension::put(&mut fields, base_lost(&e.base));
                 self.frame(out, "RAW", fields, ts);
             }
             Event::SubagentStarted(e) if self.options.subagents == Subagents::Collaborative => {
@@ -308,22 +419,49 @@ impl HaiWriter {
                     .and_then(|h| h.get("from"))
                     .cloned()
                     .unwrap_or_else(|| "agent".into());
+                // Always present, if empty: it tells the gateway's reader that this hand-off
+                // is an AG-UI subagent.
+                let mut lost = base_lost(&e.base);
+                for (key, value) in [
+                    ("description", &e.description),
+                    ("parentSubagentRunId", &e.parent_subagent_run_id),
+                    ("parentToolCallId", &e.parent_tool_call_id),
+                    ("parentMessageId", &e.parent_message_id),
+                ] {
+                    if let Some(value) = value {
+                        lost.insert(key.into(), value.clone().into());
+                    }
+                }
                 let mut fields = Map::new();
                 fields.insert("from".into(), from);
                 fields.insert("to".into(), e.name.clone().into());
                 fields.insert("messageId".into(), e.subagent_run_id.clone().into());
+                fields.insert(extension::MEMBER.into(), Value::Object(lost));
                 self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_START", fields, ts);
                 let task = serde_json::json!({"task": {"id": e.subagent_run_id, "name": e.name}});
                 let mut fields = Map::new();
                 fields.insert("messageId".into(), e.subagent_run_id.into());
                 fields.insert("delta".into(), self.small_object(task));
+                extension::put(&mut fields, extension::synthetic());
                 self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_CONTENT", fields, ts);
             }
             Event::SubagentFinished(e) if self.options.subagents == Subagents::Collaborative => {
-                self.collaboration_end(out, e.subagent_run_id, ts);
+                let mut lost = base_lost(&e.base);
+                if let Some(Ok(outcome)) = e.outcome.as_ref().map(serde_json::to_value) {
+                    lost.insert("outcome".into(), outcome);
+                }
+                if let Some(result) = e.result {
+                    lost.insert("result".into(), result);
+                }
+                self.collaboration_end(out, e.subagent_run_id, lost, ts);
             }
             Event::SubagentError(e) if self.options.subagents == Subagents::Collaborative => {
-                self.collaboration_end(out, e.subagent_run_id, ts);
+                let mut lost = base_lost(&e.base);
+                lost.insert("message".into(), e.message.into());
+                if let Some(code) = e.code {
+                    lost.insert("code".into(), code.into());
+                }
+                self.collaboration_end(out, e.subagent_run_id, lost, ts);
             }
             // No HAI meaning: carried as HAI `CUSTOM agui.<TYPE>` (§3.4).
             other @ (Event::ActivitySnapshot(_)
@@ -331,15 +469,8 @@ impl HaiWriter {
             | Event::SubagentStarted(_)
             | Event::SubagentFinished(_)
             | Event::SubagentError(_)) => {
-                let name = format!("agui.{}", other.event_type().as_str());
-                let mut value = serde_json::to_value(&other).unwrap_or_default();
-                if let Value::Object(map) = &mut value {
-                    map.shift_remove("type");
-                }
-                let mut fields = Map::new();
-                fields.insert("name".into(), name.into());
-                fields.insert("value".into(), value);
-                self.frame(out, "CUSTOM", fields, ts);
+                let (name, value) = extension::custom_of(&other);
+                self.custom_frame(out, name, value, ts);
             }
             // The sequencer expands chunks; nothing else is left.
             Event::TextMessageChunk(_)
@@ -369,20 +500,47 @@ impl HaiWriter {
         fields
     }
 
-    fn step(&self, out: &mut BytesMut, ty: &str, name: String, ts: i64) {
+    fn step(&self, out: &mut BytesMut, ty: &str, name: String, lost: Map<String, Value>, ts: i64) {
         let mut fields = Map::new();
         fields.insert("stepName".into(), name.into());
+        extension::put(&mut fields, lost);
         self.frame(out, ty, fields, ts);
     }
 
+    /// The `agui` member of a tool-call event: the synthetic mark while a confirm call is
+    /// written, else what its base loses.
+    fn lost(&self, base: &EventBase) -> Map<String, Value> {
+        if self.making_up {
+            extension::synthetic()
+        } else {
+            base_lost(base)
+        }
+    }
+
+    /// A reasoning message the HAI reader gives back by itself: thinking in the text message
+    /// `target`, under the id the reader derives from it.
+    fn is_native(&self, id: &str, target: &str) -> bool {
+        id.strip_suffix(":thinking") == Some(target)
+            && self.open.iter().any(|b| b.id == target && !b.wrapper)
+    }
+
+    /// A reasoning span the HAI reader gives back by itself (see [`Self::is_native`]).
+    fn native_span(&self, id: &str, base: &EventBase) -> bool {
+        id.strip_suffix(":thinking")
+            .is_some_and(|target| self.is_native(id, target))
+            && base_lost(base).is_empty()
+    }
+
     /// Records an open business message; its START is written with its first content.
-    fn open_business(&mut self, id: &str, role: &str, ts: i64) {
+    fn open_business(&mut self, id: &str, role: &str, agui: Map<String, Value>, ts: i64) {
         if !self.open.iter().any(|b| b.id == id) {
             self.open.push(Business {
                 id: id.to_owned(),
                 role: role.to_owned(),
                 start_ms: ts,
                 written: false,
+                wrapper: false,
+                agui,
             });
         }
     }
@@ -399,11 +557,12 @@ impl HaiWriter {
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
         fields.insert("role".into(), open.role.clone().into());
+        extension::put(&mut fields, open.agui.clone());
         let ts = open.start_ms;
         self.frame(out, "BUSINESS_DATA_START", fields, ts);
     }
 
-    fn end_business(&mut self, out: &mut BytesMut, id: &str, ts: i64) {
+    fn end_business(&mut self, out: &mut BytesMut, id: &str, lost: Map<String, Value>, ts: i64) {
         let Some(pos) = self.open.iter().position(|b| b.id == id) else {
             return;
         };
@@ -414,6 +573,11 @@ impl HaiWriter {
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
         fields.insert("role".into(), open.role.into());
+        if open.wrapper {
+            extension::put(&mut fields, extension::synthetic());
+        } else {
+            extension::put(&mut fields, lost);
+        }
         self.frame(out, "BUSINESS_DATA_END", fields, ts);
     }
 
@@ -422,12 +586,19 @@ impl HaiWriter {
         self.reasoning.clear();
         while let Some(open) = self.open.last() {
             let id = open.id.clone();
-            self.end_business(out, &id, ts);
+            self.end_business(out, &id, Map::new(), ts);
         }
     }
 
     /// One business output of message `id`, in the profile's encoding.
-    fn business(&mut self, out: &mut BytesMut, id: &str, mut object: Map<String, Value>, ts: i64) {
+    fn business(
+        &mut self,
+        out: &mut BytesMut,
+        id: &str,
+        mut object: Map<String, Value>,
+        lost: Map<String, Value>,
+        ts: i64,
+    ) {
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
         match self.options.delta_encoding {
@@ -461,11 +632,13 @@ impl HaiWriter {
                     let mut fields = Map::new();
                     fields.insert("name".into(), custom::BUSINESS_DATA.into());
                     fields.insert("value".into(), Value::Object(value));
+                    extension::put(&mut fields, lost);
                     self.frame(out, "CUSTOM", fields, ts);
                     return;
                 }
             },
         }
+        extension::put(&mut fields, lost);
         self.ensure_started(out, id);
         self.frame(out, "BUSINESS_DATA_CONTENT", fields, ts);
     }
@@ -492,7 +665,22 @@ impl HaiWriter {
         out.extend_from_slice(b"}\n\n");
     }
 
-    fn custom(&mut self, out: &mut BytesMut, name: String, value: Value, ts: i64) {
+    /// A HAI `CUSTOM` event with nothing else.
+    fn custom_frame(&self, out: &mut BytesMut, name: String, value: Value, ts: i64) {
+        let mut fields = Map::new();
+        fields.insert("name".into(), name.into());
+        fields.insert("value".into(), value);
+        self.frame(out, "CUSTOM", fields, ts);
+    }
+
+    fn custom(
+        &mut self,
+        out: &mut BytesMut,
+        name: String,
+        value: Value,
+        lost: Map<String, Value>,
+        ts: i64,
+    ) {
         match (name.as_str(), value) {
             (custom::BUSINESS_DATA, Value::Object(mut object)) => {
                 let id = match object.shift_remove("messageId") {
@@ -500,11 +688,11 @@ impl HaiWriter {
                     _ => format!("{}.business", self.run_id),
                 };
                 if self.open.iter().any(|b| b.id == id) {
-                    self.business(out, &id, object, ts);
+                    self.business(out, &id, object, lost, ts);
                 } else {
-                    self.open_business(&id, "assistant", ts);
-                    self.business(out, &id, object, ts);
-                    self.end_business(out, &id, ts);
+                    self.open_business(&id, "assistant", Map::new(), ts);
+                    self.business(out, &id, object, lost, ts);
+                    self.end_business(out, &id, Map::new(), ts);
                 }
             }
             (custom::COLLABORATIVE, Value::Object(mut fields)) => {
@@ -549,14 +737,18 @@ impl HaiWriter {
                 let mut fields = Map::new();
                 fields.insert("name".into(), name.into());
                 fields.insert("value".into(), value);
+                extension::put(&mut fields, lost);
                 self.frame(out, "CUSTOM", fields, ts);
             }
         }
     }
 
-    fn collaboration_end(&self, out: &mut BytesMut, id: String, ts: i64) {
+    /// The end of an AG-UI subagent's hand-off; the `agui` member (possibly empty) says how it
+    /// ended: `message`/`code` for `SUBAGENT_ERROR`, else `outcome`/`result`.
+    fn collaboration_end(&self, out: &mut BytesMut, id: String, lost: Map<String, Value>, ts: i64) {
         let mut fields = Map::new();
         fields.insert("messageId".into(), id.into());
+        fields.insert(extension::MEMBER.into(), Value::Object(lost));
         self.frame(out, "AGENT_COLLABORATIVE_MESSAGE_END", fields, ts);
     }
 
@@ -645,6 +837,7 @@ mod tests {
                 &mut general,
                 "m\"1",
                 business::text_business(text, None),
+                Map::new(),
                 17,
             );
             let mut fast = BytesMut::new();

@@ -47,6 +47,14 @@ pub fn normalise(events: &[Value], run_id: &str) -> Vec<Value> {
             .to_owned();
         match ty.as_str() {
             "RUN_STARTED" | "RUN_FINISHED" => {
+                // The pending frontend calls the HAI reader derived come back in the `agui`
+                // extension member, which a HAI client ignores.
+                if map.get("agui").is_some_and(|agui| {
+                    agui.as_object().is_some_and(|a| a.len() == 1)
+                        && agui["outcome"]["type"] == "success"
+                }) {
+                    map.remove("agui");
+                }
                 map.remove("threadId");
                 map.remove("runId");
                 map.entry("messageId").or_insert_with(|| run_id.into());
