@@ -272,7 +272,7 @@ impl HaiReader {
                     // A boundary between two runs a HAI stream folded into one: both events
                     // come back, so a stream of several runs crosses a HAI hop whole.
                     if let Some(Value::Object(mut boundary)) = map.shift_remove("value") {
-                        for key in ["finished", "started"] {
+                        for key in ["finished", "error", "started"] {
                             if let Some(event @ Value::Object(_)) = boundary.shift_remove(key) {
                                 self.agui.read_value(event, None, out, notes)?;
                             }

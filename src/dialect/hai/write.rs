@@ -331,11 +331,22 @@ impl HaiWriter {
                         ToolArgsEncoding::Object => object,
                         _ => Value::String(business::json_string(&object)),
                     };
+                    // The argument text as sent, when the one object HAI needs spells it
+                    // otherwise (braces escaped for `hai-client`, spacing, a repair).
+                    let same = match &delta {
+                        Value::String(text) => *text == held,
+                        other => serde_json::to_string(other).is_ok_and(|text| text == held),
+                    };
                     let mut fields = Map::new();
                     fields.insert("toolCallId".into(), e.tool_call_id.clone().into());
                     fields.insert("delta".into(), delta);
                     if self.making_up {
                         extension::put(&mut fields, extension::synthetic());
+                    } else if !same {
+                        extension::put(
+                            &mut fields,
+                            Map::from_iter([("delta".into(), held.into())]),
+                        );
                     }
                     self.frame(out, "TOOL_CALL_ARGS", fields, ts);
                 }
