@@ -2,7 +2,7 @@
 //! `NAME.in`) behind an AAP face with the `agui` extension, and an AG-UI client in front of a
 //! second gateway whose upstream is that face. The fixtures of `tests/fixtures/agui-aap-agui/`
 //! are hand-written from the AG-UI and AAP specs and the extension's definition (README "The
-//! `agui` extension"): `NAME.aap` is the turn the face streams (checked by a turn posted
+//! AAP extension"): `NAME.aap` is the turn the face streams (checked by a turn posted
 //! straight to the face, delta mode), `NAME.out` what the AG-UI client receives through the
 //! hop (checked in delta mode for every case, and in message mode for the cases the README
 //! names). Comparison: JSON value equality per event, `timestamp` ignored; in `.aap`, `"*"`
@@ -75,7 +75,8 @@ fn cases() -> Vec<(String, String)> {
 }
 
 /// The face's gateway and the client's gateway in front of it (`mode`: how the client's
-/// gateway streams the face's turns).
+/// gateway streams the face's turns). The face writes the extension for the turns that ask
+/// for it (the client's gateway always does), not by configuration.
 fn gateways(upstream: &str, mode: &str) -> (Gateway, ConfigFile, Gateway, ConfigFile) {
     let face = ConfigFile::new(
         "aap-hop-face",
@@ -87,7 +88,6 @@ upstream = "{upstream}"
 
 [routes.aap]
 name = "hop"
-agui_extension = true
 "#
         ),
     );
@@ -212,12 +212,24 @@ async fn agui_runs_come_back_through_the_aap_hop() {
         // The middle: a turn posted straight to the face.
         let session = aap.new_session(json!({"agent": {"name": "hop"}})).await;
         let body = json!({"stream": "delta", "messages": [{"role": "user", "content": said}]});
-        let mut turn = send(face_gw.addr, &aap.turn_request(&session, &body)).await;
+        let request = aap
+            .turn_request(&session, &body)
+            .header("x-aap-extensions", "other, agui");
+        let mut turn = send(face_gw.addr, &request).await;
         assert_eq!(turn.status(), 200, "{case}");
         let expected = aap_frames(&read(case, "aap"));
         let actual = aap_frames(turn.read_to_end().await);
         if let Some(d) = difference(&expected, &actual) {
             failures.push(format!("{case}.aap: {d}"));
+        }
+        // A turn that does not ask gets plain AAP: no extension event, no `agui` member.
+        let session = aap.new_session(json!({"agent": {"name": "hop"}})).await;
+        let mut plain = send(face_gw.addr, &aap.turn_request(&session, &body)).await;
+        for frame in aap_frames(plain.read_to_end().await) {
+            let name = frame["event"].as_str().unwrap_or_default();
+            if name.starts_with("agui.") || frame["data"].get("agui").is_some() {
+                failures.push(format!("{case}: a turn that did not ask got {frame}"));
+            }
         }
         // The whole hop.
         let expected: Vec<Value> = sse_events(&read(case, "out"))

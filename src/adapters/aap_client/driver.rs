@@ -149,7 +149,10 @@ impl<W: Writer + Send + 'static> RunOwner<AapReader, W> for Driver {
                 return self.follow(users);
             }
         }
-        if stop.reason != StopReason::ToolUse || options.hitl != Hitl::Unconfirmable {
+        if stop.reason != StopReason::ToolUse
+            || options.hitl != Hitl::Unconfirmable
+            || pipeline.reader().stop_carries_terminal()
+        {
             return Next::End;
         }
         let (permissions, client): (Vec<&AapCall>, Vec<&AapCall>) =

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use http::{header, HeaderMap, HeaderValue, Method, Uri};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
 use crate::auth::outbound::Outbound;
 use crate::dialect::aap::types::{CreateSession, TurnRequest};
-use crate::dialect::aap::PROTOCOL_VERSION;
+use crate::dialect::aap::{ext, PROTOCOL_VERSION};
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::UpstreamBody;
 use crate::http::upstream::{read_json, UpstreamClient};
@@ -202,6 +202,11 @@ impl Link {
         turn: &TurnRequest,
     ) -> Result<(UpstreamBody, Framing), Failure> {
         let mut headers = self.headers().await;
+        // Ask for what an AG-UI run holds beyond AAP; a plain agent ignores the header.
+        headers.insert(
+            HeaderName::from_static(ext::REQUEST_HEADER),
+            HeaderValue::from_static(ext::NAME),
+        );
         if turn.stream.as_deref() == Some("none") {
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         }

@@ -35,7 +35,7 @@ use crate::dialect::aap::history::{content_from_aap, tool_message};
 use crate::dialect::aap::transcript::Transcript;
 use crate::dialect::aap::types::{AapMessage, OptionKind, StreamMode, TurnRequest};
 use crate::dialect::aap::{
-    is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TURN_START_FRAME,
+    ext, is_synthetic, AapWriter, Pending, PendingKind, TurnOptions, TURN_START_FRAME,
 };
 use crate::dialect::confirm::permission_resume;
 use crate::dialect::Dialect;
@@ -125,7 +125,11 @@ pub(super) async fn turn(
         agent
     };
     let prepared = match prepare(agent, session, turn, &run_id, max_history_bytes) {
-        Ok(prepared) => prepared,
+        Ok(mut prepared) => {
+            let asked = parts.headers.get_all(ext::REQUEST_HEADER);
+            prepared.extension |= ext::requested(asked.iter().map(|v| v.as_bytes()));
+            prepared
+        }
         Err(failure) => {
             reporter.close(committer).await;
             return Err(failure);

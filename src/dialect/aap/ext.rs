@@ -1,5 +1,5 @@
 //! The `agui` extension of AAP turns: what an AG-UI run holds that AAP cannot, carried so that
-//! the gateway's own AAP client gives back the run the AAP face was sent (README "The `agui`
+//! the gateway's own AAP client gives back the run the AAP face was sent (README "The AAP
 //! extension"). Owns the names and the shapes both sides share; the writer (`write`) puts
 //! them on the wire, the reader (`read`) takes them back.
 //!
@@ -7,7 +7,7 @@
 //! - extension events `agui.<AG-UI type>` whose data is the AG-UI event without `type`: message
 //!   boundaries (`TEXT_MESSAGE_START/END`, `REASONING_MESSAGE_START/END`, which carry ids,
 //!   roles and metadata so that deltas stay plain), the events AAP has no home for, and a folded
-//!   run boundary as `agui.RUN_FINISHED` + `agui.RUN_STARTED`;
+//!   run boundary as `agui.RUN_FINISHED` / `agui.RUN_ERROR` + `agui.RUN_STARTED`;
 //! - one member `agui` (an object) on `tool_call`, `tool_result` and `turn_stop` data, holding
 //!   the AG-UI fields that event cannot.
 //!
@@ -17,6 +17,23 @@
 use serde_json::{Map, Value};
 
 use crate::event::{Event, EventType, MessageContent, ToolCallResult, ToolCallStart};
+
+/// The request header by which an AAP client asks for extensions on a turn's stream: a
+/// comma-separated list of names; [`NAME`] asks for this one. The gateway's AAP client sends
+/// it on every turn; the face writes the extension for a turn that asks (or always, with
+/// `agui_extension = true`), so plain AAP clients keep plain streams.
+pub const REQUEST_HEADER: &str = "x-aap-extensions";
+/// This extension's name in [`REQUEST_HEADER`].
+pub const NAME: &str = "agui";
+
+/// Whether a [`REQUEST_HEADER`] value asks for this extension.
+pub fn requested<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    values.into_iter().any(|value| {
+        value
+            .split(|b| *b == b',')
+            .any(|name| name.trim_ascii().eq_ignore_ascii_case(NAME.as_bytes()))
+    })
+}
 
 /// Prefix of every extension event name.
 pub const EVENT_PREFIX: &str = "agui.";

@@ -266,6 +266,13 @@ impl AapReader {
         self.stop.as_ref().filter(|_| !self.finished)
     }
 
+    /// Whether the current turn's `turn_stop` carried the run's own terminal event (the `agui`
+    /// extension): the run ends as the AG-UI agent ended it, so calls the stop leaves open are
+    /// the client's to answer (an interrupt made up as a call included), never the gateway's.
+    pub fn stop_carries_terminal(&self) -> bool {
+        self.ext_terminal.is_some()
+    }
+
     /// The stop the run ended with, once it has ended on one.
     pub fn final_stop(&self) -> Option<&TurnEnd> {
         self.last_stop.as_ref()
@@ -783,6 +790,12 @@ impl AapReader {
                 e.thread_id.clone_from(&self.ids.thread_id);
                 e.run_id.clone_from(&self.ids.run_id);
                 out.push(Event::RunFinished(e));
+                return;
+            }
+            // The closed run's failure (its own, or a late one after its `RUN_FINISHED`).
+            Event::RunError(e) => {
+                self.close(out);
+                out.push(Event::RunError(e));
                 return;
             }
             Event::RunStarted(mut e) => {

@@ -174,6 +174,7 @@ impl Ext {
             Event::Custom(c) if c.name == super::RUN_BOUNDARY => {
                 for (key, ty) in [
                     ("finished", EventType::RunFinished),
+                    ("error", EventType::RunError),
                     ("started", EventType::RunStarted),
                 ] {
                     if let Some(Value::Object(data)) = c.value.get(key) {
