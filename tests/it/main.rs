@@ -30,6 +30,7 @@ mod forwarding;
 mod golden_hai;
 mod golden_hai_hop;
 mod hai_client;
+mod hops;
 mod layering;
 mod lifecycle;
 mod matrix;

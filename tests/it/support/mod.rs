@@ -7,6 +7,7 @@
 
 pub mod aap;
 pub mod aap_agent;
+pub mod gen11;
 pub mod agui_script;
 pub mod agui_thread;
 pub mod client;
