@@ -159,6 +159,10 @@ pub enum DropKind {
     /// A well-formed state patch that does not apply to the state the gateway keeps: skipped,
     /// the prior state kept (AG-UI 1.1, "when a patch does not apply").
     PatchNotApplied,
+    /// An event the client's dialect has no place for, left out of what a plain client of that
+    /// dialect receives (AAP without the `agui` extension: state, activity, a messages
+    /// snapshot, a subagent's failure, `CUSTOM`, `RAW`, an earlier folded run's end).
+    NoHome,
 }
 
 impl DropKind {
@@ -177,6 +181,7 @@ impl DropKind {
             DropKind::UnknownPartSource => "unknown_part_source",
             DropKind::UnknownMessageRole => "unknown_message_role",
             DropKind::PatchNotApplied => "patch_not_applied",
+            DropKind::NoHome => "no_home",
         }
     }
 
@@ -217,6 +222,12 @@ impl DropKind {
                 "a STATE_DELTA that does not apply to the state the gateway keeps for the \
                  session was skipped and the prior state kept; the agent should resynchronise \
                  with a STATE_SNAPSHOT"
+            }
+            DropKind::NoHome => {
+                "an event the client's dialect has no place for was left out (AAP: state, \
+                 activity, messages snapshots, subagent failures, CUSTOM, RAW, the end of an \
+                 earlier run folded into the turn); a client that sends `x-aap-extensions: agui` \
+                 receives them"
             }
             DropKind::AfterTerminal
             | DropKind::DuplicateStart

@@ -32,8 +32,8 @@ use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
 use crate::event::args_object;
 use crate::event::{
-    Event, EventBase, EventType, Interrupt, Message, RunOutcome, ToolCall, ToolCallArgs,
-    ToolCallEnd, ToolCallStart,
+    DropKind, Event, EventBase, EventType, Interrupt, Message, Note, RunOutcome, ToolCall,
+    ToolCallArgs, ToolCallEnd, ToolCallStart,
 };
 use crate::sse;
 
@@ -109,6 +109,8 @@ pub struct AapWriter {
     written: HashSet<String>,
     ext: Ext,
     stop: Option<TurnStop>,
+    /// What the writer left out since the last `take_notes`.
+    notes: Vec<Note>,
 }
 
 /// What the `agui` extension writes later than the event it comes from: message boundaries
@@ -196,6 +198,24 @@ impl Ext {
     }
 }
 
+/// Whether leaving `event` out of a plain AAP stream loses something its client could act on:
+/// state, activity, a messages snapshot (a correction), a subagent's failure, `CUSTOM` and
+/// `RAW` (a folded boundary included: it holds an earlier run's end). Steps, reasoning spans,
+/// encrypted values and a subagent's start and success only structure what AAP shows anyway.
+fn carries_content(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::StateSnapshot(_)
+            | Event::StateDelta(_)
+            | Event::ActivitySnapshot(_)
+            | Event::ActivityDelta(_)
+            | Event::MessagesSnapshot(_)
+            | Event::SubagentError(_)
+            | Event::Custom(_)
+            | Event::Raw(_)
+    )
+}
+
 impl AapWriter {
     pub fn new(options: TurnOptions, transcript: Transcript) -> AapWriter {
         let ext = Ext {
@@ -210,6 +230,7 @@ impl AapWriter {
             written: HashSet::new(),
             ext,
             stop: None,
+            notes: Vec::new(),
         }
     }
 
@@ -346,7 +367,16 @@ impl AapWriter {
                 );
             }
             other if self.ext.enabled => self.ext.other(&other, out),
-            _ => {}
+            other => {
+                // A lossy downgrade must say so (AG-UI 1.1 versioning): content a plain AAP
+                // client would have acted on is counted and warned once per stream.
+                // A `none` answer is built from the transcript, which a snapshot corrects.
+                let answered = self.options.mode == StreamMode::None
+                    && matches!(other, Event::MessagesSnapshot(_));
+                if carries_content(&other) && !answered {
+                    self.notes.push(Note::Dropped(DropKind::NoHome));
+                }
+            }
         }
         Ok(())
     }
@@ -732,6 +762,7 @@ impl crate::dialect::codec::Writer for AapWriter {
 
     fn take_notes(&mut self, notes: &mut Vec<crate::event::Note>) {
         self.transcript.take_notes(notes);
+        notes.append(&mut self.notes);
     }
 }
 

@@ -205,3 +205,34 @@ fn call_view_shows_the_tool_a_confirm_call_names() {
         ("x", json!({"_value":[1]}))
     );
 }
+
+#[test]
+fn what_a_plain_turn_leaves_out_is_noted_and_an_extended_turn_leaves_nothing_out() {
+    let events = [
+        json!({"type":"STATE_SNAPSHOT","snapshot":{"a":1}}),
+        json!({"type":"ACTIVITY_SNAPSHOT","messageId":"a1","activityType":"PLAN","content":{}}),
+        json!({"type":"CUSTOM","name":"x","value":1}),
+        json!({"type":"STEP_STARTED","stepName":"s"}),
+        json!({"type":"MESSAGES_SNAPSHOT","messages":[]}),
+    ];
+    let notes_of = |mut w: AapWriter| {
+        feed(&mut w, &events);
+        let mut notes = Vec::new();
+        crate::dialect::Writer::take_notes(&mut w, &mut notes);
+        notes
+    };
+    let lost = Note::Dropped(DropKind::NoHome);
+    // Plain delta: state, activity, the custom event and the snapshot; a step only structures.
+    assert_eq!(notes_of(writer(StreamMode::Delta, 1 << 20)), vec![lost; 4]);
+    // `none` answers with the transcript, which the snapshot corrected.
+    assert_eq!(notes_of(writer(StreamMode::None, 1 << 20)), vec![lost; 3]);
+    let extended = AapWriter::new(
+        TurnOptions {
+            mode: StreamMode::Delta,
+            extension: true,
+            ..TurnOptions::default()
+        },
+        Transcript::new(Vec::new(), None, 1 << 20),
+    );
+    assert_eq!(notes_of(extended), vec![]);
+}
