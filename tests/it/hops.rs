@@ -202,11 +202,14 @@ fn rename_ids(value: &mut Value, ids: &mut Ids) {
 }
 
 /// The normal form of a client's stream: no `timestamp`/`rawEvent`, run ids out of the way
-/// (they follow each request), consecutive deltas of one message merged, a call's argument
-/// fragments as one `TOOL_CALL_ARGS` right before its `TOOL_CALL_END`, ids renamed in order.
+/// (they follow each request), consecutive deltas of one message merged, a call whole where it
+/// ends (`TOOL_CALL_START`, one `TOOL_CALL_ARGS`, `TOOL_CALL_END`), ids renamed in order.
 pub fn normal_form(events: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut args: HashMap<String, String> = HashMap::new();
+    // A call's start, held until its end: AAP carries a call whole, so whatever happened
+    // while it was open comes back before it.
+    let mut starts: HashMap<String, Value> = HashMap::new();
     for event in events {
         let mut e = event.clone();
         let Some(map) = e.as_object_mut() else {
@@ -228,6 +231,11 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
             map.remove("runId");
         }
         match ty.as_str() {
+            "TOOL_CALL_START" => {
+                let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
+                starts.insert(id, e);
+                continue;
+            }
             "TOOL_CALL_ARGS" => {
                 let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
                 let delta = map["delta"].as_str().unwrap_or_default();
@@ -236,6 +244,9 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
             }
             "TOOL_CALL_END" => {
                 let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
+                if let Some(start) = starts.remove(&id) {
+                    out.push(start);
+                }
                 if let Some(delta) = args.remove(&id) {
                     out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": delta}));
                 }
@@ -257,6 +268,10 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
         }
         out.push(e);
     }
+    // A call that never ended (a cut stream) keeps its start, at the end.
+    let mut unended: Vec<(String, Value)> = starts.into_iter().collect();
+    unended.sort_by(|a, b| a.0.cmp(&b.0));
+    out.extend(unended.into_iter().map(|(_, start)| start));
     let mut ids = Ids::default();
     out.iter_mut().for_each(|e| rename_ids(e, &mut ids));
     out

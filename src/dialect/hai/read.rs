@@ -304,6 +304,10 @@ impl HaiReader {
             // Steps, tool args and ends, state, RAW: AG-UI's own shapes.
             _ => {
                 ext.merge_into(&mut map);
+                // A call that had no argument text: HAI needs `{}`, the run had nothing.
+                if ty == "TOOL_CALL_ARGS" && map.get("delta").is_some_and(|d| d == "") {
+                    return Ok(());
+                }
                 return self.agui.read_value(Value::Object(map), None, out, notes);
             }
         }

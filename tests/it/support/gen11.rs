@@ -63,8 +63,9 @@ struct Gen<'a> {
     messages: Vec<Value>,
     /// Calls of this run without a result (an interrupt may point at one).
     open_calls: Vec<String>,
-    /// A main-lane message opened by chunks and not yet closed by another main-lane event.
-    open_chunks: Option<String>,
+    /// The event that closes what the last main-lane block left open by chunks (a text message
+    /// or a tool call), until another main-lane event closes it.
+    open_chunks: Option<Value>,
 }
 
 impl Gen<'_> {
@@ -111,7 +112,7 @@ impl Gen<'_> {
                 self.push(chunk, lane);
             }
             if lane.is_none() {
-                self.open_chunks = Some(id.clone());
+                self.open_chunks = Some(json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
             }
         } else {
             let mut start =
@@ -143,18 +144,29 @@ impl Gen<'_> {
         if let Some(metadata) = self.metadata() {
             start["metadata"] = metadata;
         }
-        self.push(start, lane);
-        for _ in 0..1 + self.rng.below(3) {
-            let delta = self.text();
+        if self.chance(20) {
+            // The chunk form: the first chunk opens the message, `REASONING_END` closes it.
+            for _ in 0..1 + self.rng.below(3) {
+                let delta = self.text();
+                self.push(
+                    json!({"type": "REASONING_MESSAGE_CHUNK", "messageId": id, "delta": delta}),
+                    lane,
+                );
+            }
+        } else {
+            self.push(start, lane);
+            for _ in 0..1 + self.rng.below(3) {
+                let delta = self.text();
+                self.push(
+                    json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": delta}),
+                    lane,
+                );
+            }
             self.push(
-                json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": delta}),
+                json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
                 lane,
             );
         }
-        self.push(
-            json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
-            lane,
-        );
         if self.chance(30) {
             let value = format!("enc-{}", self.rng.below(1000));
             self.push(
@@ -176,21 +188,41 @@ impl Gen<'_> {
         if let Some(metadata) = self.metadata() {
             start["metadata"] = metadata;
         }
-        self.push(start, lane);
         let args = json!({"city": self.text(), "days": self.rng.below(7)}).to_string();
         let cut = args.len() / 2;
         let cut = (cut..args.len())
             .find(|&i| args.is_char_boundary(i))
             .unwrap_or(args.len());
-        for piece in [&args[..cut], &args[cut..]] {
-            if !piece.is_empty() {
+        let chunked = self.chance(20);
+        if chunked {
+            // The chunk form: the first chunk names the call; the lane's next event ends it.
+            // Metadata stays on the start: a chunk's would land on its argument fragment too,
+            // and arguments cross a hop whole (README, Lossless hops).
+            let mut first = start;
+            if let Some(map) = first.as_object_mut() {
+                map.remove("metadata");
+            }
+            first["type"] = "TOOL_CALL_CHUNK".into();
+            first["delta"] = args[..cut].into();
+            self.push(first, lane);
+            if cut < args.len() {
                 self.push(
-                    json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": piece}),
+                    json!({"type": "TOOL_CALL_CHUNK", "toolCallId": id, "delta": &args[cut..]}),
                     lane,
                 );
             }
+        } else {
+            self.push(start, lane);
+            for piece in [&args[..cut], &args[cut..]] {
+                if !piece.is_empty() {
+                    self.push(
+                        json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": piece}),
+                        lane,
+                    );
+                }
+            }
+            self.push(json!({"type": "TOOL_CALL_END", "toolCallId": id}), lane);
         }
-        self.push(json!({"type": "TOOL_CALL_END", "toolCallId": id}), lane);
         if self.chance(60) {
             let message_id = self.id("t");
             let content = if self.chance(40) {
@@ -205,6 +237,9 @@ impl Gen<'_> {
                 lane,
             );
         } else {
+            if chunked && lane.is_none() {
+                self.open_chunks = Some(json!({"type": "TOOL_CALL_END", "toolCallId": id}));
+            }
             self.open_calls.push(id);
         }
     }
@@ -286,12 +321,12 @@ impl Gen<'_> {
             .push(json!({"type": "MESSAGES_SNAPSHOT", "messages": self.messages}));
     }
 
-    fn subagent(&mut self, open_chunks: Option<String>) {
+    fn subagent(&mut self, open_chunks: Option<Value>) {
         // A main-lane message left open by chunks would stay open beside the subagent's
         // messages; AAP carries one message of a kind at a time, so such a pair comes back one
         // after the other (README, Lossless hops). Streams here close it first.
-        if let Some(id) = open_chunks {
-            self.push(json!({"type": "TEXT_MESSAGE_END", "messageId": id}), None);
+        if let Some(end) = open_chunks {
+            self.push(end, None);
         }
         let lane = self.id("s");
         self.events.push(json!({
@@ -321,9 +356,20 @@ impl Gen<'_> {
     }
 
     fn block(&mut self) {
-        // Every block but a subagent starts with a main-lane event, which closes a message
-        // the last block left open by chunks.
-        let open_chunks = self.open_chunks.take();
+        // A main-lane event closes what the last block left open by chunks, except activity
+        // and RAW (as `@ag-ui/client` expands chunks), and a subagent's events, which are
+        // another lane's.
+        let mut open_chunks = self.open_chunks.take();
+        // A call left open by chunks is ended explicitly here: activity and RAW would not end
+        // it, and AAP carries a call whole, so an event inside it would come back before its
+        // start and move the message the call opens in the client's list.
+        if open_chunks
+            .as_ref()
+            .is_some_and(|e| e["type"] == "TOOL_CALL_END")
+        {
+            let end = open_chunks.take();
+            self.events.extend(end);
+        }
         match self.rng.below(12) {
             0..=2 => self.text_message(None),
             3 => self.reasoning(None),
@@ -338,7 +384,10 @@ impl Gen<'_> {
                 self.tool_call(None, parent)
             }
             6 => self.state(),
-            7 => self.activity(),
+            7 => {
+                self.activity();
+                self.open_chunks = open_chunks;
+            }
             8 => self.messages_snapshot(),
             9 => self.subagent(open_chunks),
             10 => {
@@ -359,6 +408,7 @@ impl Gen<'_> {
                         "type": "RAW", "event": {"vendor": "gen", "n": self.rng.below(9)},
                         "source": "gen"
                     }));
+                    self.open_chunks = open_chunks;
                 }
             }
         }
