@@ -200,6 +200,15 @@ async fn through_hop(client_gw: &Gateway, case: &str) -> Vec<Value> {
         .collect()
 }
 
+/// How the client's stream for `case` through the hop differs from `NAME.out`, if it does.
+async fn hop_difference(client_gw: &Gateway, case: &str) -> Option<String> {
+    let expected: Vec<Value> = sse_events(&read(case, "out"))
+        .into_iter()
+        .map(without_timestamp)
+        .collect();
+    difference(&expected, &through_hop(client_gw, case).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agui_runs_come_back_through_the_aap_hop() {
     let upstream = upstream().await;
@@ -232,12 +241,7 @@ async fn agui_runs_come_back_through_the_aap_hop() {
             }
         }
         // The whole hop.
-        let expected: Vec<Value> = sse_events(&read(case, "out"))
-            .into_iter()
-            .map(without_timestamp)
-            .collect();
-        let actual = through_hop(&client_gw, case).await;
-        if let Some(d) = difference(&expected, &actual) {
+        if let Some(d) = hop_difference(&client_gw, case).await {
             failures.push(format!("{case}.out: {d}"));
         }
     }
@@ -250,12 +254,7 @@ async fn agui_runs_come_back_through_the_aap_hop_in_message_mode() {
     let (_face_gw, _face, client_gw, _client) = gateways(&upstream.url("/agent"), "message");
     let mut failures = Vec::new();
     for case in MESSAGE_MODE {
-        let expected: Vec<Value> = sse_events(&read(case, "out"))
-            .into_iter()
-            .map(without_timestamp)
-            .collect();
-        let actual = through_hop(&client_gw, case).await;
-        if let Some(d) = difference(&expected, &actual) {
+        if let Some(d) = hop_difference(&client_gw, case).await {
             failures.push(format!("{case}.out (message mode): {d}"));
         }
     }

@@ -751,7 +751,9 @@ mod tests {
     use crate::sse::SseDecoder;
     use bytes::BytesMut;
 
-    fn read(stream: &str, fast: bool) -> (Vec<Event>, Vec<Note>) {
+    /// Reads a whole HAI stream with the default options (`fast`: plain text deltas may take
+    /// the fast path).
+    pub(super) fn read(stream: &str, fast: bool) -> (Vec<Event>, Vec<Note>) {
         let ids = RunIds {
             thread_id: "t".into(),
             run_id: "r".into(),
@@ -802,29 +804,9 @@ mod tests {
 #[cfg(test)]
 mod extension_tests {
     use super::*;
-    use crate::sse::SseDecoder;
-    use bytes::BytesMut;
 
     fn read(stream: &str) -> (Vec<Event>, Vec<Note>) {
-        let ids = RunIds {
-            thread_id: "t".into(),
-            run_id: "r".into(),
-        };
-        let mappings = Mappings::builtin();
-        let mut reader = HaiReader::new(
-            &ids,
-            &mappings,
-            ReaderOptions::default(),
-            &HaiOptions::default(),
-            [],
-        );
-        let (mut out, mut notes) = (Vec::new(), Vec::new());
-        let mut decoder = SseDecoder::default();
-        let mut buf = BytesMut::from(stream);
-        while let Ok(Some(crate::sse::SseItem::Event(e))) = decoder.decode(&mut buf) {
-            reader.read(&e, &mut out, &mut notes).unwrap();
-        }
-        (out, notes)
+        super::tests::read(stream, true)
     }
 
     #[test]
