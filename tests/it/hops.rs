@@ -152,58 +152,10 @@ async fn run(addr: SocketAddr, path: &str, request: &Value) -> Vec<Value> {
 
 // === the normal form ===
 
-/// Renames ids to `id1`, `id2`, … in order of first appearance, so that a hop that renames
-/// consistently compares equal.
-#[derive(Default)]
-struct Ids(HashMap<String, String>);
-
-impl Ids {
-    fn map(&mut self, id: &str) -> String {
-        let next = self.0.len() + 1;
-        self.0
-            .entry(id.to_owned())
-            .or_insert_with(|| format!("id{next}"))
-            .clone()
-    }
-}
-
-/// Id-valued keys, wherever they appear.
-const ID_KEYS: &[&str] = &[
-    "messageId",
-    "toolCallId",
-    "parentMessageId",
-    "entityId",
-    "id",
-    "subagentRunId",
-    "parentSubagentRunId",
-    "parentToolCallId",
-];
-
-fn rename_ids(value: &mut Value, ids: &mut Ids) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                match v {
-                    Value::String(s) if ID_KEYS.contains(&key.as_str()) => *s = ids.map(s),
-                    Value::Array(list) if key == "pendingToolCallIds" || key == "interruptIds" => {
-                        for item in list {
-                            if let Value::String(s) = item {
-                                *s = ids.map(s);
-                            }
-                        }
-                    }
-                    _ => rename_ids(v, ids),
-                }
-            }
-        }
-        Value::Array(list) => list.iter_mut().for_each(|v| rename_ids(v, ids)),
-        _ => {}
-    }
-}
-
 /// The normal form of a client's stream: no `timestamp`/`rawEvent`, run ids out of the way
 /// (they follow each request), consecutive deltas of one message merged, a call whole where it
-/// ends (`TOOL_CALL_START`, one `TOOL_CALL_ARGS`, `TOOL_CALL_END`), ids renamed in order.
+/// ends (`TOOL_CALL_START`, one `TOOL_CALL_ARGS`, `TOOL_CALL_END`). Every other id must come
+/// back as it was sent.
 pub fn normal_form(events: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut args: HashMap<String, String> = HashMap::new();
@@ -272,8 +224,6 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
     let mut unended: Vec<(String, Value)> = starts.into_iter().collect();
     unended.sort_by(|a, b| a.0.cmp(&b.0));
     out.extend(unended.into_iter().map(|(_, start)| start));
-    let mut ids = Ids::default();
-    out.iter_mut().for_each(|e| rename_ids(e, &mut ids));
     out
 }
 

@@ -9,9 +9,8 @@
 // fresh HttpAgent (threadId, messages and state from the case). The first route is the
 // reference; for every other route the client's messages, state, run outcomes (one per
 // RUN_FINISHED: type, result, interrupts, pendingToolCallIds) and run errors (message, code) must
-// equal the reference's, with message, tool-call and interrupt ids renamed in order of first
-// appearance (a hop may rename ids consistently). Any console warning or error from the client
-// fails the check, as does a rejected runAgent() or a run that does not settle.
+// equal the reference's, ids included (key order aside). Any console warning or error from the
+// client fails the check, as does a rejected runAgent() or a run that does not settle.
 //
 // stdout: ONE JSON line {verdict: "ok"|"dirty", cases, runs, differences, warnings}.
 // Exit 0 only for "ok" (1 otherwise, 2 on usage errors).
@@ -53,28 +52,15 @@ const cases = readFileSync(opts.cases, "utf8")
   .filter((l) => l.trim())
   .map((l) => JSON.parse(l));
 
-const ID_KEYS = new Set(["id", "messageId", "toolCallId", "parentMessageId", "subagentRunId"]);
-
-// Ids renamed id1, id2, … in order of first appearance (a deep walk in key order as given).
-function renameIds(value, ids = new Map()) {
-  const name = (s) => {
-    if (!ids.has(s)) ids.set(s, `id${ids.size + 1}`);
-    return ids.get(s);
-  };
-  const walk = (v, key) => {
-    if (Array.isArray(v)) {
-      if (key === "pendingToolCallIds") return v.map((s) => (typeof s === "string" ? name(s) : s));
-      return v.map((x) => walk(x));
-    }
-    if (v && typeof v === "object") {
-      const out = {};
-      for (const k of Object.keys(v).sort()) out[k] = walk(v[k], k);
-      return out;
-    }
-    if (typeof v === "string" && ID_KEYS.has(key)) return name(v);
-    return v;
-  };
-  return walk(value);
+// The same value with object keys sorted, so that key order never counts.
+function sorted(value) {
+  if (Array.isArray(value)) return value.map(sorted);
+  if (value && typeof value === "object") {
+    const out = {};
+    for (const k of Object.keys(value).sort()) out[k] = sorted(value[k]);
+    return out;
+  }
+  return value;
 }
 
 async function runOnce(url, input) {
@@ -129,9 +115,7 @@ async function runOnce(url, input) {
   } finally {
     clearTimeout(timer);
   }
-  // One walk over everything, so an id means the same thing in messages and outcomes.
-  const seen = renameIds({ messages: agent.messages, outcomes, errors, state: agent.state });
-  return { ...seen, rejection };
+  return { ...sorted({ messages: agent.messages, outcomes, errors, state: agent.state }), rejection };
 }
 
 function firstDifference(a, b, path = "") {
