@@ -6,6 +6,9 @@
 //! - `via-hai`: agent → gateway as HAI server → gateway as HAI client → client;
 //! - `via-aap`: agent → gateway's AAP face → gateway as AAP client → client.
 //!
+//! `direct` must give back the agent's own stream (chunks expanded, the version declared); the
+//! hops must give back what `direct` gives.
+//!
 //! Two gateway processes: the first serves `direct`, the HAI route and the AAP face in front of
 //! the agent; the second serves the two AG-UI routes whose upstream is the first. Every stream
 //! is compared event by event in normal form here, and the official `@ag-ui/client` then runs
@@ -157,6 +160,12 @@ async fn run(addr: SocketAddr, path: &str, request: &Value) -> Vec<Value> {
 /// ends (`TOOL_CALL_START`, one `TOOL_CALL_ARGS`, `TOOL_CALL_END`). Every other id must come
 /// back as it was sent.
 pub fn normal_form(events: &[Value]) -> Vec<Value> {
+    normalise(events, true)
+}
+
+/// [`normal_form`]; `calls_whole` false keeps each call's events where they are (consecutive
+/// argument fragments merged), for the comparison of the plain route with the agent's stream.
+fn normalise(events: &[Value], calls_whole: bool) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut args: HashMap<String, String> = HashMap::new();
     // A call's start, held until its end: AAP carries a call whole, so whatever happened
@@ -183,18 +192,18 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
             map.remove("runId");
         }
         match ty.as_str() {
-            "TOOL_CALL_START" => {
+            "TOOL_CALL_START" if calls_whole => {
                 let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
                 starts.insert(id, e);
                 continue;
             }
-            "TOOL_CALL_ARGS" => {
+            "TOOL_CALL_ARGS" if calls_whole => {
                 let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
                 let delta = map["delta"].as_str().unwrap_or_default();
                 args.entry(id).or_default().push_str(delta);
                 continue;
             }
-            "TOOL_CALL_END" => {
+            "TOOL_CALL_END" if calls_whole => {
                 let id = map["toolCallId"].as_str().unwrap_or_default().to_owned();
                 if let Some(start) = starts.remove(&id) {
                     out.push(start);
@@ -203,9 +212,14 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
                     out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": delta}));
                 }
             }
-            "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => {
+            "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" | "TOOL_CALL_ARGS" => {
+                let key = if ty == "TOOL_CALL_ARGS" {
+                    "toolCallId"
+                } else {
+                    "messageId"
+                };
                 if let Some(prev) = out.last_mut() {
-                    if prev["type"] == ty.as_str() && prev["messageId"] == map["messageId"] {
+                    if prev["type"] == ty.as_str() && prev[key] == map[key] {
                         let joined = format!(
                             "{}{}",
                             prev["delta"].as_str().unwrap_or_default(),
@@ -225,6 +239,79 @@ pub fn normal_form(events: &[Value]) -> Vec<Value> {
     unended.sort_by(|a, b| a.0.cmp(&b.0));
     out.extend(unended.into_iter().map(|(_, start)| start));
     out
+}
+
+/// The agent's own stream as an AG-UI client is owed it, for the plain route: chunks expanded
+/// (the first chunk of an id opens it with its role or name), `protocolVersion` declared on each
+/// run start, and `role: "tool"` on results. Where a chunk stream ends is the client's rule
+/// (`@ag-ui/client`), which the gateway applies: the `*_END` events are compared apart.
+fn as_owed(events: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut opened: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for event in events {
+        let mut e = event.clone();
+        let ty = e["type"].as_str().unwrap_or_default().to_owned();
+        let keep = |e: &Value, keys: &[&str]| {
+            let mut kept = serde_json::Map::new();
+            for key in keys {
+                if let Some(v) = e.get(*key) {
+                    kept.insert((*key).to_owned(), v.clone());
+                }
+            }
+            kept
+        };
+        let (start, content, id_key) = match ty.as_str() {
+            "TEXT_MESSAGE_CHUNK" => ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "messageId"),
+            "TOOL_CALL_CHUNK" => ("TOOL_CALL_START", "TOOL_CALL_ARGS", "toolCallId"),
+            "REASONING_MESSAGE_CHUNK" => (
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "messageId",
+            ),
+            "RUN_STARTED" => {
+                e["protocolVersion"] = "1.0".into();
+                out.push(e);
+                continue;
+            }
+            _ => {
+                out.push(e);
+                continue;
+            }
+        };
+        let id = e[id_key].as_str().unwrap_or_default().to_owned();
+        if opened.insert(id.clone()) {
+            let mut first = keep(
+                &e,
+                &[
+                    id_key,
+                    "role",
+                    "toolCallName",
+                    "parentMessageId",
+                    "metadata",
+                    "subagentRunId",
+                ],
+            );
+            first.insert("type".into(), start.into());
+            if start == "REASONING_MESSAGE_START" {
+                first.insert("role".into(), "reasoning".into());
+            }
+            out.push(Value::Object(first));
+        }
+        let mut next = keep(&e, &[id_key, "delta", "subagentRunId"]);
+        next.insert("type".into(), content.into());
+        out.push(Value::Object(next));
+    }
+    out
+}
+
+/// `events` without the `*_END` events of messages and calls (see [`as_owed`]).
+fn without_ends(events: &[Value]) -> Vec<Value> {
+    let ends = ["TEXT_MESSAGE_END", "TOOL_CALL_END", "REASONING_MESSAGE_END"];
+    events
+        .iter()
+        .filter(|e| !ends.contains(&e["type"].as_str().unwrap_or_default()))
+        .cloned()
+        .collect()
 }
 
 /// The first event where `got` leaves `want`, with a little context.
@@ -277,6 +364,15 @@ async fn generated_runs_survive_both_hops() {
         done.sort_by_key(|(n, _)| *n);
         for (n, got) in done {
             let direct = normal_form(&got[0].1);
+            // The plain route gives back the agent's own run.
+            let owed = without_ends(&normalise(&as_owed(&case(seed, n).events), false));
+            let plain = without_ends(&normalise(&got[0].1, false));
+            if plain != owed {
+                failures
+                    .entry("direct")
+                    .or_default()
+                    .push(format!("case {n}: {}", first_difference(&owed, &plain)));
+            }
             for (name, events) in &got[1..] {
                 let hop = normal_form(events);
                 if hop != direct {

@@ -61,6 +61,9 @@ struct Gen<'a> {
     state_known: bool,
     /// Messages the client holds so far (for snapshots): the prompt, then assistant text.
     messages: Vec<Value>,
+    /// The last text message of the parent lane: a parent call may name it as its parent (a
+    /// subagent's message may not be, nor may a message that only a snapshot holds).
+    last_main_text: Option<String>,
     /// Calls of this run without a result (an interrupt may point at one).
     open_calls: Vec<String>,
     /// The event that closes what the last main-lane block left open by chunks (a text message
@@ -130,6 +133,9 @@ impl Gen<'_> {
                 );
             }
             self.push(json!({"type": "TEXT_MESSAGE_END", "messageId": id}), lane);
+        }
+        if lane.is_none() {
+            self.last_main_text = Some(id.clone());
         }
         self.messages
             .push(json!({"id": id, "role": "assistant", "content": full}));
@@ -375,12 +381,7 @@ impl Gen<'_> {
             3 => self.reasoning(None),
             4 | 5 => {
                 let attach = self.chance(50);
-                let parent = self
-                    .messages
-                    .last()
-                    .filter(|_| attach)
-                    .and_then(|m| m["id"].as_str().map(str::to_owned))
-                    .filter(|id| id.starts_with('m'));
+                let parent = self.last_main_text.clone().filter(|_| attach);
                 self.tool_call(None, parent)
             }
             6 => self.state(),
@@ -467,6 +468,7 @@ pub fn case(seed: u64, n: usize) -> Case {
         messages: vec![prompt],
         open_calls: Vec::new(),
         open_chunks: None,
+        last_main_text: None,
     };
     let runs = 1 + g.rng.below(3);
     for r in 0..runs {
