@@ -10,12 +10,14 @@
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
 mod diag;
+mod entity;
 mod history;
 mod input;
 mod message;
 mod types;
 
 pub use diag::{Clock, DropKind, IdMint, Note, Rule, RunIds};
+pub use entity::Entity;
 pub use history::{args_object, content_len, history_bytes, remove_calls};
 pub use input::{Context, Interrupt, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use message::{

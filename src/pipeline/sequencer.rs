@@ -31,10 +31,11 @@
 use crate::dialect::Runs;
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    Custom, Event, EventBase, ReasoningEnd, ReasoningMessageEnd, ReasoningMessageStart, RunError,
-    RunFinished, RunOutcome, RunStarted, StepFinished, SubagentFinished, TextMessageEnd,
-    TextMessageStart, TextRole, ToolCallEnd, PROTOCOL_VERSION,
+    Custom, Event, EventBase, ReasoningMessageStart, RunError, RunFinished, RunOutcome, RunStarted,
+    TextMessageStart, TextRole, PROTOCOL_VERSION,
 };
+// Entities that open and must close, and the events that end them.
+use crate::event::Entity as Kind;
 
 use super::owners::{Owners, Space};
 use crate::event::{DropKind, Note, Rule, RunIds};
@@ -56,17 +57,6 @@ pub enum Input {
     UpstreamEnd,
     /// The upstream broke, stalled or sent something unusable.
     UpstreamFailed(Failure),
-}
-
-/// Kinds of entities that open and must close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Tool,
-    ReasoningMessage,
-    ReasoningSpan,
-    Step,
-    Subagent,
 }
 
 /// One open entity. `lane` is the opener's `subagentRunId`: closing events carry it, and
@@ -415,7 +405,7 @@ impl RunSequencer {
             ) {
                 let open = self.open.remove(i);
                 notes.push(Note::Fixup(Rule::UnclosedEntities));
-                out.push(closing_event(open.kind, open.id, open.lane));
+                out.push(open.kind.end_event(open.id, open.lane));
             }
         }
     }
@@ -423,7 +413,7 @@ impl RunSequencer {
     fn close_all(&mut self, out: &mut Vec<Event>, notes: &mut Vec<Note>) {
         while let Some(open) = self.open.pop() {
             notes.push(Note::Fixup(Rule::UnclosedEntities));
-            out.push(closing_event(open.kind, open.id, open.lane));
+            out.push(open.kind.end_event(open.id, open.lane));
         }
     }
 
@@ -563,7 +553,7 @@ impl RunSequencer {
                 if let Some(pos) = self.find(Kind::Tool, &e.tool_call_id, &None) {
                     notes.push(Note::Fixup(Rule::OutOfOrder));
                     let opener = self.open.remove(pos);
-                    out.push(closing_event(Kind::Tool, opener.id, opener.lane));
+                    out.push(Kind::Tool.end_event(opener.id, opener.lane));
                 }
                 self.own(Space::Message, &e.message_id, &mut e.base, notes);
                 let lane = e.base.subagent_run_id.clone();
@@ -712,7 +702,7 @@ impl RunSequencer {
         }
         self.owners
             .remember(space, id, &lane, kind == Kind::Text, None);
-        out.push(start(id.to_string(), lane_base(&lane)));
+        out.push(start(id.to_string(), EventBase::in_lane(lane.clone())));
         true
     }
 
@@ -777,47 +767,6 @@ fn boundary_event(name: &str, held: Held, started: Event) -> Event {
 fn event_json(event: &Event) -> serde_json::Value {
     // Canonical events always serialise into a value (string keys only).
     serde_json::to_value(event).unwrap_or_default()
-}
-
-fn lane_base(lane: &Option<String>) -> EventBase {
-    EventBase {
-        subagent_run_id: lane.clone(),
-        ..EventBase::default()
-    }
-}
-
-/// The event that closes an open entity, attributed to the opener's lane.
-fn closing_event(kind: Kind, id: String, lane: Option<String>) -> Event {
-    let base = lane_base(&lane);
-    match kind {
-        Kind::Text => Event::TextMessageEnd(TextMessageEnd {
-            message_id: id,
-            base,
-        }),
-        Kind::Tool => Event::ToolCallEnd(ToolCallEnd {
-            tool_call_id: id,
-            base,
-        }),
-        Kind::ReasoningMessage => Event::ReasoningMessageEnd(ReasoningMessageEnd {
-            message_id: id,
-            base,
-        }),
-        Kind::ReasoningSpan => Event::ReasoningEnd(ReasoningEnd {
-            message_id: id,
-            base,
-        }),
-        Kind::Step => Event::StepFinished(StepFinished {
-            step_name: id,
-            base,
-        }),
-        // A subagent's own id is its own field; its lane tag stays empty.
-        Kind::Subagent => Event::SubagentFinished(SubagentFinished {
-            subagent_run_id: id,
-            result: None,
-            outcome: None,
-            base: EventBase::default(),
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -33,9 +33,9 @@ use super::fingerprint::{Fingerprint, Forwarded};
 use super::history::content_from_aap;
 use super::types::{event as name, Block, Content, StopReason};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{DropKind, IdMint, Note, RunIds};
+use crate::event::{DropKind, Entity, IdMint, Note, RunIds};
 use crate::event::{
-    Event, EventBase, EventType, Interrupt, MessageContent, ReasoningEnd, ReasoningMessageContent,
+    Event, EventBase, EventType, Interrupt, MessageContent, ReasoningMessageContent,
     ReasoningMessageEnd, ReasoningMessageStart, ReasoningRole, ReasoningStart, RunError,
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
@@ -152,6 +152,16 @@ pub struct TurnEnd {
 enum Kind {
     Text,
     Reasoning,
+}
+
+impl Kind {
+    /// The message entity of this kind (a reasoning message sits in a span of its own).
+    fn message(self) -> Entity {
+        match self {
+            Kind::Text => Entity::Text,
+            Kind::Reasoning => Entity::ReasoningMessage,
+        }
+    }
 }
 
 /// See the module docs.
@@ -484,17 +494,7 @@ impl AapReader {
     ) {
         self.close(out);
         for (kind, id, lane) in std::mem::take(&mut self.ext_open) {
-            let base = lane_base(lane);
-            out.push(match kind {
-                Kind::Text => Event::TextMessageEnd(TextMessageEnd {
-                    message_id: id,
-                    base,
-                }),
-                Kind::Reasoning => Event::ReasoningMessageEnd(ReasoningMessageEnd {
-                    message_id: id,
-                    base,
-                }),
-            });
+            out.push(kind.message().end_event(id, lane));
         }
         let reason = match reason {
             "end_turn" => StopReason::EndTurn,
@@ -572,7 +572,7 @@ impl AapReader {
             return;
         }
         let (id, base) = match self.ext_open.iter().rev().find(|(k, ..)| *k == kind) {
-            Some((_, id, lane)) => (id.clone(), lane_base(lane.clone())),
+            Some((_, id, lane)) => (id.clone(), EventBase::in_lane(lane.clone())),
             None => (self.open_message(kind, out), EventBase::default()),
         };
         self.feed(&id, |f| f.text(delta));
@@ -871,12 +871,12 @@ impl AapReader {
             out.push(Event::ToolCallArgs(ToolCallArgs {
                 tool_call_id: id.clone(),
                 delta: arguments,
-                base: lane_base(lane.clone()),
+                base: EventBase::in_lane(lane.clone()),
             }));
         }
         out.push(Event::ToolCallEnd(ToolCallEnd {
             tool_call_id: id,
-            base: lane_base(lane),
+            base: EventBase::in_lane(lane),
         }));
         true
     }
@@ -918,30 +918,10 @@ impl AapReader {
     }
 }
 
-/// The base of an event attributed to subagent `lane` (the main run's when `None`).
-fn lane_base(lane: Option<String>) -> EventBase {
-    EventBase {
-        subagent_run_id: lane,
-        ..EventBase::default()
-    }
-}
-
 fn close_message(kind: Kind, id: String, out: &mut Vec<Event>) {
-    match kind {
-        Kind::Text => out.push(Event::TextMessageEnd(TextMessageEnd {
-            message_id: id,
-            base: EventBase::default(),
-        })),
-        Kind::Reasoning => {
-            out.push(Event::ReasoningMessageEnd(ReasoningMessageEnd {
-                message_id: id.clone(),
-                base: EventBase::default(),
-            }));
-            out.push(Event::ReasoningEnd(ReasoningEnd {
-                message_id: id,
-                base: EventBase::default(),
-            }));
-        }
+    out.push(kind.message().end_event(id.clone(), None));
+    if kind == Kind::Reasoning {
+        out.push(Entity::ReasoningSpan.end_event(id, None));
     }
 }
 

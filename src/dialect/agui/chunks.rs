@@ -15,19 +15,13 @@
 
 use crate::error::{ErrorCode, Failure};
 use crate::event::{
-    Event, EventBase, ReasoningMessageContent, ReasoningMessageEnd, ReasoningMessageStart,
-    TextMessageContent, TextMessageEnd, TextMessageStart, TextRole, ToolCallArgs, ToolCallEnd,
-    ToolCallStart,
+    Event, EventBase, ReasoningMessageContent, ReasoningMessageStart, TextMessageContent,
+    TextMessageStart, TextRole, ToolCallArgs, ToolCallStart,
 };
+// Entities that open and must close, and the events that end them.
+use crate::event::Entity as Kind;
 
 use crate::event::{DropKind, IdMint, Note, Rule};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Tool,
-    Reasoning,
-}
 
 #[derive(Debug)]
 struct Stream {
@@ -167,7 +161,7 @@ impl ChunkExpander {
             Event::ReasoningMessageChunk(c) => {
                 notes.push(Note::Fixup(Rule::ChunkExpansion));
                 let started = self.stream_for(
-                    Kind::Reasoning,
+                    Kind::ReasoningMessage,
                     c.message_id,
                     &c.base,
                     Opener::Reasoning,
@@ -230,7 +224,7 @@ impl ChunkExpander {
             let oldest = self.open.remove(0);
             out.push(end_event(oldest));
         }
-        let Some((id, event)) = start(id, lane_base(&lane)) else {
+        let Some((id, event)) = start(id, EventBase::in_lane(lane.clone())) else {
             return Ok(None);
         };
         out.push(event);
@@ -344,29 +338,8 @@ fn content_base(has_delta: bool, base: EventBase) -> Option<EventBase> {
     (has_delta || base.metadata.is_some() || base.raw_event.is_some()).then_some(base)
 }
 
-fn lane_base(lane: &Option<String>) -> EventBase {
-    EventBase {
-        subagent_run_id: lane.clone(),
-        ..EventBase::default()
-    }
-}
-
 fn end_event(s: Stream) -> Event {
-    let base = lane_base(&s.lane);
-    match s.kind {
-        Kind::Text => Event::TextMessageEnd(TextMessageEnd {
-            message_id: s.id,
-            base,
-        }),
-        Kind::Tool => Event::ToolCallEnd(ToolCallEnd {
-            tool_call_id: s.id,
-            base,
-        }),
-        Kind::Reasoning => Event::ReasoningMessageEnd(ReasoningMessageEnd {
-            message_id: s.id,
-            base,
-        }),
-    }
+    s.kind.end_event(s.id, s.lane)
 }
 
 #[cfg(test)]
