@@ -6,14 +6,18 @@
 //! 1. a waiting frame (the opening `: ok` comment) goes out first;
 //! 2. after the terminal event, `None` forever; the drain signal is checked before the upstream,
 //!    so an upstream that always has data cannot hide the shutdown deadline;
-//! 3. loop on the upstream: each data frame is decoded, translated and encoded into one output
-//!    frame (events from one read leave together, nothing waits for a later read); an empty
-//!    result means poll the upstream again (up to a budget, then the body wakes itself and
-//!    yields); end, error or a trailers frame end the run;
-//! 4. with the upstream pending, the idle timer (fires → `UPSTREAM_IDLE_TIMEOUT`, or between
-//!    runs — every run the stream carried ended — a clean end) and the
-//!    heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when every source
-//!    (drain signal included) has registered the waker.
+//! 3. loop on the upstream: every data frame that is already there is decoded, translated and
+//!    encoded, and what they produce leaves as one output frame once the upstream has nothing
+//!    more (or [`OUT_BUDGET`] bytes are ready): writes follow the upstream's socket reads, not
+//!    its events, and nothing waits for data that has not arrived. The upstream body drives its
+//!    own connection (`upstream::link`), so one poll here sees all that one read brought. A
+//!    bounded number of frames is read per poll, then what is ready leaves (or, with nothing,
+//!    the body wakes itself and yields); end, error or a trailers frame end the run;
+//! 4. with the upstream pending and nothing to send, the idle timer (fires →
+//!    `UPSTREAM_IDLE_TIMEOUT`, or between runs — every run the stream carried ended — a clean
+//!    end) and the heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when
+//!    every source (drain signal included) has registered the waker. Both timers are
+//!    [`Deadline`]s: moving them per frame costs a store, not a timer-wheel lock.
 //!
 //! A run may span several upstream requests (an AAP agent's turns): the body then starts from
 //! a future that opens the first one, and its [`RunOwner`] decides at each hand-over
@@ -39,8 +43,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tracing::Span;
+
+use super::deadline::Deadline;
 
 use crate::dialect::{AnyReader, AnyWriter, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
@@ -55,9 +61,12 @@ pub type UpstreamBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + 
 /// The heartbeat interval of a quiet body: never, in practice.
 const QUIET_HEARTBEAT: Duration = Duration::from_secs(365 * 86400);
 
-/// Upstream frames handled in one poll before yielding, so an upstream that floods the
-/// gateway with frames that produce no output (comments) cannot hold a runtime worker.
-const FRAMES_PER_POLL: usize = 64;
+/// Upstream frames handled in one poll at most: what is ready then leaves, or, with nothing to
+/// send (comments only), the body yields, so a flooding upstream cannot hold a runtime worker.
+const FRAMES_PER_POLL: usize = 256;
+
+/// Output gathered from ready upstream frames before it leaves as one frame.
+pub const OUT_BUDGET: usize = 16 * 1024;
 
 /// Resolves when open streams must end (the drain deadline after a shutdown signal).
 pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -154,14 +163,17 @@ where
     owner: O,
     pipeline: Pipeline<R, W>,
     timers: StreamTimers,
-    idle: Pin<Box<Sleep>>,
-    heartbeat: Pin<Box<Sleep>>,
+    idle: Deadline,
+    heartbeat: Deadline,
     drain: DrainSignal,
     /// A frame waiting to go out before anything else.
     waiting: Option<Bytes>,
     /// The waiting frame holds events (not the opening comment).
     waiting_events: bool,
     out: BytesMut,
+    /// How much of `out` came before the upstream read that ended the run: that much may
+    /// leave while the last frame is held ([`RunOwner::ended`]).
+    settled: usize,
     span: Span,
     record: StreamRecord,
     started: Instant,
@@ -206,12 +218,13 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             owner,
             pipeline,
             timers,
-            idle: Box::pin(tokio::time::sleep_until(now + timers.idle_timeout)),
-            heartbeat: Box::pin(tokio::time::sleep_until(now + timers.heartbeat_interval)),
+            idle: Deadline::new(now + timers.idle_timeout),
+            heartbeat: Deadline::new(now + timers.heartbeat_interval),
             drain,
             waiting,
             waiting_events,
             out: BytesMut::new(),
+            settled: 0,
             span,
             record,
             started: now,
@@ -301,7 +314,13 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if let Some(hold) = self.holding.as_mut() {
-            ready!(hold.as_mut().poll(cx));
+            if hold.as_mut().poll(cx).is_pending() {
+                // What the run wrote before its end need not wait.
+                return match self.take_settled() {
+                    Some(early) => Poll::Ready(Some(Ok(Frame::data(early)))),
+                    None => Poll::Pending,
+                };
+            }
             self.holding = None;
         }
         Poll::Ready(self.take_output().map(|b| Ok(Frame::data(b))))
@@ -338,13 +357,20 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         }
     }
 
+    /// What came before the read that ended the run, as one frame.
+    fn take_settled(&mut self) -> Option<Bytes> {
+        let settled = std::mem::take(&mut self.settled);
+        (settled > 0).then(|| self.out.split_to(settled).freeze())
+    }
+
     /// Takes what the pipeline produced as one frame.
     fn take_output(&mut self) -> Option<Bytes> {
         if self.out.is_empty() || self.holding.is_some() {
             return None;
         }
+        self.settled = 0;
         let deadline = Instant::now() + self.timers.heartbeat_interval;
-        self.heartbeat.as_mut().reset(deadline);
+        self.heartbeat.set(deadline);
         // What the pipeline writes is events, never comments.
         self.record.first_event();
         Some(self.out.split().freeze())
@@ -377,7 +403,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             );
             return this.fail(failure, cx);
         }
-        for _ in 0..FRAMES_PER_POLL {
+        let mut frames = 0;
+        loop {
             let Some(source) = this.upstream.as_mut() else {
                 return this.poll_last(cx);
             };
@@ -386,8 +413,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     Poll::Ready(Ok((body, framing))) => {
                         this.pipeline.resume(framing);
                         this.upstream = Some(Source::Body(body));
-                        let deadline = Instant::now() + this.timers.idle_timeout;
-                        this.idle.as_mut().reset(deadline);
+                        this.idle.set(Instant::now() + this.timers.idle_timeout);
                         continue;
                     }
                     Poll::Ready(Err(failure)) => return this.fail(failure, cx),
@@ -397,16 +423,20 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             };
             match polled {
                 Some(Poll::Ready(Some(Ok(frame)))) => {
-                    let deadline = Instant::now() + this.timers.idle_timeout;
-                    this.idle.as_mut().reset(deadline);
+                    if frames == 0 {
+                        // Once per poll: every frame of this poll arrived by now.
+                        this.idle.set(Instant::now() + this.timers.idle_timeout);
+                    }
+                    frames += 1;
+                    this.settled = this.out.len();
                     match frame.into_data() {
                         Ok(data) => this.pipeline.push(&data, &mut this.out),
                         // Trailers belong to the upstream's framing; they end its data.
                         Err(_trailers) => this.upstream_ended(),
                     }
                     this.after_read();
-                    if let Some(frame) = this.take_output() {
-                        return Poll::Ready(Some(Ok(Frame::data(frame))));
+                    if this.out.len() >= OUT_BUDGET || frames >= FRAMES_PER_POLL {
+                        break;
                     }
                 }
                 Some(Poll::Ready(Some(Err(error)))) => {
@@ -420,15 +450,19 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     );
                 }
                 Some(Poll::Ready(None)) => {
+                    // The run ends, or a hand-over opens the next request: the loop goes on
+                    // with that (the last frame, or the opening request).
+                    this.settled = this.out.len();
                     this.upstream_ended();
                     this.after_read();
-                    if let Some(frame) = this.take_output() {
-                        return Poll::Ready(Some(Ok(Frame::data(frame))));
-                    }
                 }
                 pending => {
+                    if !this.out.is_empty() {
+                        // The upstream has nothing more for now: what is ready leaves.
+                        break;
+                    }
                     // An opening request has its own timeouts; only a silent body is idle.
-                    if pending.is_some() && this.idle.as_mut().poll(cx).is_ready() {
+                    if pending.is_some() && this.idle.poll(cx).is_ready() {
                         if this.pipeline.between_runs() {
                             // Every run ended and the upstream only lingers: the stream ends
                             // here, cleanly, as if the upstream had closed it.
@@ -445,18 +479,21 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         );
                         return this.fail(failure, cx);
                     }
-                    ready!(this.heartbeat.as_mut().poll(cx));
+                    ready!(this.heartbeat.poll(cx));
                     this.heartbeats += 1;
                     let deadline = Instant::now() + this.timers.heartbeat_interval;
-                    this.heartbeat.as_mut().reset(deadline);
+                    this.heartbeat.set(deadline);
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                         HEARTBEAT_COMMENT,
                     )))));
                 }
             }
         }
-        // Many upstream frames in a row produced nothing to send (comments, partial events):
-        // yield to the scheduler and come straight back.
+        if let Some(frame) = this.take_output() {
+            return Poll::Ready(Some(Ok(Frame::data(frame))));
+        }
+        // Many upstream frames in a row produced nothing to send (comments, partial events),
+        // or a holding owner keeps the output: yield to the scheduler and come straight back.
         cx.waker().wake_by_ref();
         Poll::Pending
     }

@@ -18,6 +18,7 @@ use crate::pipeline::PipelineSpec;
 
 enum Step {
     Data(&'static str),
+    Owned(String),
     Wait(Duration),
     Fail,
 }
@@ -46,6 +47,7 @@ impl Body for ScriptBody {
             }
             match self.steps.pop_front() {
                 Some(Step::Data(s)) => return Poll::Ready(Some(Ok(Frame::data(Bytes::from(s))))),
+                Some(Step::Owned(s)) => return Poll::Ready(Some(Ok(Frame::data(Bytes::from(s))))),
                 Some(Step::Wait(d)) => self.sleep = Some(Box::pin(tokio::time::sleep(d))),
                 Some(Step::Fail) => return Poll::Ready(Some(Err("connection reset".into()))),
                 None if self.silent_at_end => return Poll::Pending,
@@ -126,21 +128,66 @@ const STARTED: &str = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runI
 const FINISHED: &str = "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
 
 #[tokio::test(start_paused = true)]
-async fn opens_with_a_comment_then_one_frame_per_upstream_read() {
+async fn opens_with_a_comment_then_what_is_ready_leaves_together() {
     let out = frames(body(
         vec![
             Step::Data(STARTED),
             Step::Data("data: {\"type\":\"CUSTOM\",\"na"),
             Step::Data("me\":\"x\",\"value\":1}\n\n"),
+            Step::Data("data: {\"type\":\"CUSTOM\",\"name\":\"y\","),
+            Step::Wait(Duration::from_millis(1)),
+            Step::Data("\"value\":2}\n\n"),
+            Step::Wait(Duration::from_millis(1)),
             Step::Data(FINISHED),
         ],
         false,
     ))
     .await;
     assert_eq!(out[0], ": ok\n\n");
-    // The half event produced no frame; its completion did.
+    // Four ready upstream frames leave as one; the event cut by the pause waits for its end,
+    // which does not wait for the next read.
     assert_eq!(out.len(), 4, "{out:?}");
-    assert_eq!(types(&out), ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]);
+    assert_eq!(types(&out[1..2]), ["RUN_STARTED", "CUSTOM"]);
+    assert_eq!(types(&out[2..3]), ["CUSTOM"]);
+    assert_eq!(types(&out[3..]), ["RUN_FINISHED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn ready_output_leaves_in_frames_of_about_the_budget() {
+    const DELTAS: usize = 2_000;
+    let mut steps = vec![
+        Step::Data(STARTED),
+        Step::Data("data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n\n"),
+    ];
+    for i in 0..DELTAS {
+        steps.push(Step::Owned(format!(
+            "data: {{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"{i:>40}\"}}\n\n"
+        )));
+    }
+    steps.push(Step::Data(
+        "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n\n",
+    ));
+    steps.push(Step::Data(FINISHED));
+    let out = frames(body(steps, false)).await;
+    let bytes: usize = out.iter().map(String::len).sum();
+    let content = types(&out)
+        .iter()
+        .filter(|t| *t == "TEXT_MESSAGE_CONTENT")
+        .count();
+    assert_eq!(content, DELTAS);
+    // Each frame is full but for the last: the budget, at most one event over.
+    for frame in &out[1..out.len() - 1] {
+        assert!(
+            (OUT_BUDGET..OUT_BUDGET + 200).contains(&frame.len()),
+            "{}",
+            frame.len()
+        );
+    }
+    assert!(
+        out.len() - 1 <= bytes / OUT_BUDGET + 1,
+        "{} frames",
+        out.len()
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,7 +3,8 @@
 //! server or the adapters above it.
 //!
 //! - [`relay`]: the handle faces get — open a route's upstream, build its pipeline and body.
-//! - [`upstream`]: the pooled upstream client and its failures before the body.
+//! - [`upstream`]: the pooled upstream client and its failures before the body; a response
+//!   body drives its own connection.
 //! - [`body`]: [`body::TranslatingBody`], the only async piece of a translated stream.
 //! - [`request_body`]: client request bodies, bounded in size and time, and the gateway-wide
 //!   budget of buffered request bytes.
@@ -14,9 +15,11 @@
 //!   route's allowlist, the forwarding headers), and the SSE response headers.
 //! - [`stall`]: the guard that gives up a client whose writes stay blocked.
 //! - [`clock`]: the wall clock handed to the pure converters.
+//! - [`deadline`]: the idle and heartbeat timers, cheap to move for every event.
 
 pub mod body;
 pub mod clock;
+pub mod deadline;
 pub mod headers;
 pub mod relay;
 pub mod request_id;

@@ -5,7 +5,8 @@
 //! Upstreams are spoken to in HTTP/1.1, `https://` ones through rustls with the route's client
 //! configuration (`crate::tls::client`), offering `http/1.1` by ALPN. One request per
 //! connection at a time keeps cancellation simple: dropping a request closes its upstream
-//! connection, on TLS as in plaintext. A TLS failure (an untrusted or expired certificate, a
+//! connection, on TLS as in plaintext. The connections and their pool are [`link`]'s: a
+//! response body drives its own connection, so what one socket read brought is read at once. A TLS failure (an untrusted or expired certificate, a
 //! hostname it does not cover, a refused client certificate) is a 502 `UPSTREAM_UNAVAILABLE`
 //! whose message says only that; the certificate problem and the host go to the log.
 //!
@@ -23,10 +24,6 @@ use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
@@ -35,6 +32,10 @@ use crate::error::{ErrorCode, Failure};
 use crate::telemetry::trace;
 use crate::tls::client::https_connector;
 use crate::tls::{tls_cause, ClientTls};
+
+pub mod link;
+
+use link::{Link, Pool};
 
 /// How much of a refusing upstream's body is quoted in the log.
 const EXCERPT_BYTES: usize = 512;
@@ -46,7 +47,7 @@ const TLS_FAILED: &str =
 /// A pooled upstream client, for one connect timeout and one TLS configuration.
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    pool: Pool,
     /// Where the time from sending a request to its response headers goes (per route).
     headers_seconds: Option<Histogram>,
 }
@@ -55,11 +56,8 @@ impl UpstreamClient {
     /// A client for `http://` upstreams, and for `https://` ones when `tls` is given (without
     /// it, an `https://` request fails verification: nothing is trusted).
     pub fn new(connect_timeout: Duration, tls: Option<&ClientTls>) -> UpstreamClient {
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(https_connector(connect_timeout, tls));
         UpstreamClient {
-            client,
+            pool: Pool::new(https_connector(connect_timeout, tls)),
             headers_seconds: None,
         }
     }
@@ -106,11 +104,16 @@ impl UpstreamClient {
             http.response.status_code = tracing::field::Empty,
         );
         trace::inject(&span, &mut headers);
-        let response = self
-            .exchange(method, uri, headers, body, headers_timeout)
+        self.exchange(method, uri, headers, body, headers_timeout)
             .instrument(span.clone())
-            .await?;
-        Ok(response.map(|inner| CallBody { inner, span }))
+            .await
+            .map(|(response, link)| {
+                response.map(|inner| CallBody {
+                    inner,
+                    link: Some(link),
+                    span,
+                })
+            })
     }
 
     async fn exchange(
@@ -120,7 +123,7 @@ impl UpstreamClient {
         headers: HeaderMap,
         body: Vec<u8>,
         headers_timeout: Duration,
-    ) -> Result<Response<Incoming>, Failure> {
+    ) -> Result<(Response<Incoming>, Link), Failure> {
         let mut request = Request::builder()
             .method(method)
             .uri(uri.clone())
@@ -135,7 +138,7 @@ impl UpstreamClient {
         *request.headers_mut() = headers;
         let sent = Instant::now();
         let response =
-            match tokio::time::timeout(headers_timeout, self.client.request(request)).await {
+            match tokio::time::timeout(headers_timeout, self.pool.send(uri, request)).await {
                 Err(_) => {
                     let secs = headers_timeout.as_secs_f64();
                     tracing::warn!(
@@ -172,17 +175,23 @@ impl UpstreamClient {
                         "the upstream could not be reached",
                     ));
                 }
-                Ok(Ok(response)) => response,
+                Ok(Ok(sent)) => sent,
             };
+        let (response, link) = response;
         if let Some(histogram) = &self.headers_seconds {
             histogram.observe(sent.elapsed().as_secs_f64());
         }
         tracing::Span::current().record("http.response.status_code", response.status().as_u16());
         if response.status().is_success() {
-            return Ok(response);
+            return Ok((response, link));
         }
         let status = response.status().as_u16();
-        let excerpt = excerpt(response.into_body()).await;
+        let body = CallBody {
+            inner: response.into_body(),
+            link: Some(link),
+            span: Span::none(),
+        };
+        let excerpt = excerpt(body).await;
         tracing::warn!(
             upstream.url = %uri,
             upstream.status = status,
@@ -196,10 +205,13 @@ impl UpstreamClient {
     }
 }
 
-/// An upstream response body; it holds its call's span open until it ends (or is dropped).
+/// An upstream response body; it drives its connection ([`link`]) and holds its call's span
+/// open until it ends (or is dropped).
 #[derive(Debug)]
 pub struct CallBody {
     inner: Incoming,
+    /// `None` once the body ended; the connection then went back to the pool, or was closed.
+    link: Option<Link>,
     span: Span,
 }
 
@@ -211,11 +223,27 @@ impl Body for CallBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            // The call is over: its span closes now, not whenever the body is dropped.
-            self.span = Span::none();
+        let this = &mut *self;
+        let mut polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_pending() {
+            if let Some(link) = this.link.as_mut() {
+                // Nothing decoded is waiting: let the connection read and decode the next
+                // chunk, and look again.
+                link.drive(cx);
+                polled = Pin::new(&mut this.inner).poll_frame(cx);
+            }
         }
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some(link) = this.link.take() {
+                    link.release();
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.link = None,
+            _ => return polled,
+        }
+        // The call is over: its span closes now, not whenever the body is dropped.
+        this.span = Span::none();
         polled
     }
 
@@ -268,7 +296,7 @@ pub async fn read_json(
 }
 
 /// The first bytes of a refusing upstream's body, bounded in size and time.
-async fn excerpt(mut body: Incoming) -> String {
+async fn excerpt(mut body: CallBody) -> String {
     let mut bytes = Vec::new();
     let read = async {
         while bytes.len() < EXCERPT_BYTES {
