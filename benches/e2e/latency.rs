@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::client::{self, Target};
 use crate::figures::{quantile, Figures};
-use crate::mock::{Mode, Script};
+use crate::mock::{Chunking, Mode, Script};
 use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
@@ -33,6 +33,8 @@ pub fn script() -> Script {
         delta_bytes: crate::marker::DELTA_BYTES,
         mode: Mode::Normal,
         flood_bytes: 0,
+        chunking: Chunking::Event,
+        extra_field: false,
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::client::{self, Progress};
 use crate::figures::{median, Figures};
-use crate::mock::{Mode, Script};
+use crate::mock::{Chunking, Mode, Script};
 use crate::procs::{self, Proc};
 use crate::rig::{self, Comparator, Ctx};
 
@@ -43,6 +43,8 @@ fn script(active: bool) -> Script {
         delta_bytes: crate::marker::DELTA_BYTES,
         mode: if active { Mode::Normal } else { Mode::Hold },
         flood_bytes: 0,
+        chunking: Chunking::Event,
+        extra_field: false,
     }
 }
 

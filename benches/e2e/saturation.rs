@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::client::{self, Target};
 use crate::figures::Figures;
-use crate::mock::{Mode, Script};
+use crate::mock::{Chunking, Script};
 use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
@@ -25,14 +25,7 @@ const LONG_EVENTS: u64 = 120_000;
 const LOOP_EVENTS: u64 = 2_000;
 
 fn script(events: u64) -> Script {
-    Script {
-        delay_ms: 0,
-        events,
-        pace_us: 0,
-        delta_bytes: crate::marker::DELTA_BYTES,
-        mode: Mode::Normal,
-        flood_bytes: 0,
-    }
+    Script::unpaced(events, crate::marker::DELTA_BYTES, Chunking::Batch)
 }
 
 pub const ONE: &str = "1 stream events/s";
