@@ -166,12 +166,29 @@ pub async fn gateway(
         Face::AapDelta | Face::AapMessage => "aap",
     };
     let mut cmd = layout.command(1, GATEWAY);
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--client", client])
-        .arg("--upstream")
-        .arg(format!("http://{upstream}/"))
-        .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]);
     if client == "aap" {
-        cmd.args(["--agent-name", "bench"]);
+        // An AAP face holds a session per stream, and its defaults (100 sessions and 64 MiB
+        // of history per caller, 10,000 sessions) guard against one hostile caller; the
+        // bench's one anonymous caller opens thousands of streams at once.
+        let config = log.with_file_name("gateway-aap.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[limits]\nheartbeat_interval = \"1s\"\n\n[[routes]]\npath = \"/\"\n\
+                 client = \"aap\"\nupstream = \"http://{upstream}/\"\n\
+                 upstream_dialect = \"ag-ui\"\n\n[routes.aap]\nname = \"bench\"\n\n\
+                 [sessions]\nmax_sessions = 1000000\nmax_sessions_per_principal = 1000000\n\
+                 max_total_bytes = 17179869184\nmax_bytes_per_principal = 17179869184\n"
+            ),
+        )
+        .with_context(|| format!("write {}", config.display()))?;
+        cmd.arg("--config").arg(&config);
+    } else {
+        cmd.args(["--client", client])
+            .arg("--upstream")
+            .arg(format!("http://{upstream}/"))
+            .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
     }
     spawn(cmd, "gateway", Some(log)).await
 }
@@ -228,10 +245,16 @@ pub async fn nginx(layout: &Layout, upstream: SocketAddr, dir: &Path) -> anyhow:
         .local_addr()?
         .port();
     let p = prefix.display();
+    // Two sockets per stream (client and upstream), as the gateway holds them, up to the
+    // open-file limit. nginx wants more connection slots than that: with as many slots as
+    // descriptors it ran out at 9,950 streams ("worker_connections are not enough") and closed
+    // some; the slots are preallocated, which only raises its RSS at rest.
+    let files = crate::memory::fd_limit();
+    let connections = files * 2;
     let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile 20000;\n\
+        "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile {files};\n\
          pid {p}/nginx.pid;\nerror_log {p}/logs/error.log warn;\n\
-         events {{ worker_connections 16000; }}\n\
+         events {{ worker_connections {connections}; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {p}/client_body;\n\
          \x20 proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n\
          \x20 uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
