@@ -1,7 +1,8 @@
 //! Scenario a, latency: an open-loop schedule of paced streams (100 new streams per second,
 //! 100 events each 10 ms apart, so about 100 streams open at once), per-event latency, TTFE
 //! and TTFB percentiles per comparator, and what each proxy adds over direct and over nginx
-//! in the same run.
+//! in the same run. Every event is its own HTTP chunk. When profiling (`--perf-dir`),
+//! `perf record -g` is attached to the process in the middle for the whole schedule.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::client::{self, Target};
 use crate::figures::{quantile, Figures};
-use crate::mock::{Mode, Script};
+use crate::mock::{Chunking, Mode, Script};
 use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
@@ -33,6 +34,8 @@ pub fn script() -> Script {
         delta_bytes: crate::marker::DELTA_BYTES,
         mode: Mode::Normal,
         flood_bytes: 0,
+        chunking: Chunking::Event,
+        extra_field: false,
     }
 }
 
@@ -42,6 +45,8 @@ struct Run {
     lat: [f64; 3],
     ttfe: [f64; 3],
     ttfb: [f64; 2],
+    /// Content events of every stream, warm-up included.
+    all_events: u64,
 }
 
 const PCT: [(&str, f64); 3] = [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)];
@@ -57,7 +62,28 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         let mut results = HashMap::new();
         for comparator in ctx.order(run) {
             let sut = rig::start(ctx, comparator, mock.addr).await?;
+            let perf = match (&ctx.perf_dir, &sut.proc) {
+                (Some(dir), Some(p)) => Some(perf_record(dir, comparator, p.child.id()).await?),
+                _ => None,
+            };
+            let started = std::time::Instant::now();
             let r = one(sut.target, measured, comparator, figures).await;
+            let secs = started.elapsed().as_secs_f64();
+            if let (Some((tracer, data)), Some(dir)) = (perf, &ctx.perf_dir) {
+                tracer.finish(Duration::from_secs(60)).await?;
+                let side = serde_json::json!({
+                    "comparator": comparator.label(),
+                    "data": data.file_name().map(|n| n.to_string_lossy().to_string()),
+                    "events": r.all_events,
+                    "seconds": secs,
+                    "streams_per_second": RATE,
+                    "events_per_stream": EVENTS,
+                    "pace_ms": PACE.as_millis() as u64,
+                });
+                let path = data.with_extension("json");
+                std::fs::write(&path, side.to_string())?;
+                println!("  perf data: {} ({})", data.display(), dir.display());
+            }
             sut.stop().await;
             println!(
                 "  run {run} {:<28} p50 {:>7.0} µs  p99 {:>7.0} µs  TTFE p50 {:>7.0} µs",
@@ -72,6 +98,23 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
     }
     mock.stop().await;
     Ok(())
+}
+
+/// Attaches `perf record -g` to `pid`; the tracer and the file it writes.
+async fn perf_record(
+    dir: &std::path::Path,
+    c: Comparator,
+    pid: u32,
+) -> anyhow::Result<(crate::procs::Tracer, std::path::PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let data = dir.join(format!("{}.data", crate::procs::slug(c.label())));
+    let args: Vec<String> = ["record", "-g", "-q", "-o"]
+        .into_iter()
+        .map(String::from)
+        .chain([data.display().to_string(), "-p".into(), pid.to_string()])
+        .collect();
+    let tracer = crate::procs::Tracer::attach("perf", &args, Duration::from_millis(500)).await?;
+    Ok((tracer, data))
 }
 
 /// One timed schedule against one comparator; records its own figures and returns them.
@@ -101,7 +144,7 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
         });
     }
     let (mut lat, mut ttfe, mut ttfb) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut events, mut errors) = (0u64, 0u64);
+    let (mut events, mut errors, mut all_events) = (0u64, 0u64, 0u64);
     let mut first_error = None;
     while let Some(joined) = set.join_next().await {
         let Ok((i, outcome)) = joined else {
@@ -113,6 +156,7 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
             first_error.get_or_insert_with(|| e.clone());
             continue;
         }
+        all_events += outcome.markers;
         if i < warm {
             continue;
         }
@@ -128,7 +172,10 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
         v.sort_unstable();
     }
     let us = |sorted: &[u64], q| quantile(sorted, q) / 1000.0;
-    let mut r = Run::default();
+    let mut r = Run {
+        all_events,
+        ..Run::default()
+    };
     for (k, (_, q)) in PCT.iter().enumerate() {
         r.lat[k] = us(&lat, *q);
         r.ttfe[k] = us(&ttfe, *q);

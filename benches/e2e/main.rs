@@ -1,6 +1,8 @@
 //! End-to-end benchmark of the gateway (`cargo bench --bench e2e`, normally through
-//! `benches/run`): starts a mock AG-UI upstream, the gateway in each direction and nginx as
-//! separate processes, drives them from this process, and writes `benches/RESULTS.md`.
+//! `benches/run`): starts a mock AG-UI upstream (or the Python SDK agent), the gateway in each
+//! direction and nginx as separate processes, drives them from this process, and writes
+//! `benches/RESULTS.md`. With `--perf-dir`, `perf record` is attached to every process in the
+//! middle during scenario a (`benches/profile.sh`).
 //!
 //! This file owns the command line and the order of the phases; each scenario lives in its own
 //! module.
@@ -14,8 +16,11 @@ mod mock;
 mod procs;
 mod report;
 mod rig;
-mod saturation;
+mod sdk;
 mod slow;
+mod syscalls;
+mod targets;
+mod throughput;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -34,12 +39,21 @@ struct Cli {
     /// Fewer runs and shorter phases: a smoke check of everything.
     #[arg(long)]
     quick: bool,
-    /// Runs of scenarios a and b [default: 5, quick: 1].
+    /// Runs of scenarios a, b and e [default: 3, quick: 1].
     #[arg(long)]
     runs: Option<usize>,
-    /// Scenarios to run, among a (latency), b (saturation), c (memory), d (slow client).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    /// Scenarios to run, among a (latency), b (throughput), c (memory), d (slow client),
+    /// e (Python SDK upstream), f (syscalls per event).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f")]
     scenarios: Vec<String>,
+    /// Comparators to run, among direct, nginx, ag-ui, hai, aap-delta, aap-message [default:
+    /// all]; direct is always run.
+    #[arg(long, value_delimiter = ',')]
+    comparators: Option<Vec<String>>,
+    /// Attach `perf record -g` to every process in the middle during scenario a and write its
+    /// data (and the events it passed) into this directory.
+    #[arg(long)]
+    perf_dir: Option<PathBuf>,
     /// Where to write the report [default: benches/RESULTS.md].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -111,10 +125,19 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         layout: layout.clone(),
         dir,
         quick: cli.quick,
-        runs: cli.runs.unwrap_or(if cli.quick { 1 } else { 5 }).max(1),
+        runs: cli.runs.unwrap_or(if cli.quick { 1 } else { 3 }).max(1),
         comparators: Vec::new(),
         notes: Vec::new(),
         gateway_starts: 0,
+        perf_dir: cli.perf_dir.clone(),
+    };
+    let only = match &cli.comparators {
+        Some(keys) => Some(
+            keys.iter()
+                .map(|k| Comparator::from_key(k))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+        None => None,
     };
     println!("e2e: {}", layout.describe());
     if let Ok(secs) = std::env::var("BENCH_CODEC_SECONDS") {
@@ -125,13 +148,15 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         .push(format!("load average at start: {}", loadavg()));
     let mut phases = Vec::new();
     let clock = Instant::now();
-    qualify(&mut ctx, nginx.is_some()).await?;
+    qualify(&mut ctx, nginx.is_some(), only.as_deref()).await?;
     phases.push(("qualification", clock.elapsed()));
     let mut figures = Figures::default();
     let wanted = |s: &str| cli.scenarios.iter().any(|x| x == s);
     for (key, name) in [
         ("a", latency::SCENARIO),
-        ("b", saturation::SCENARIO),
+        ("b", throughput::SCENARIO),
+        ("e", sdk::SCENARIO),
+        ("f", syscalls::SCENARIO),
         ("c", memory::SCENARIO),
         ("d", slow::SCENARIO),
     ] {
@@ -142,8 +167,10 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         let clock = Instant::now();
         let result = match key {
             "a" => latency::scenario(&mut ctx, &mut figures).await,
-            "b" => saturation::scenario(&mut ctx, &mut figures).await,
+            "b" => throughput::scenario(&mut ctx, &mut figures).await,
             "c" => memory::scenario(&mut ctx, &mut figures).await,
+            "e" => sdk::scenario(&mut ctx, &mut figures).await,
+            "f" => syscalls::scenario(&mut ctx, &mut figures).await,
             _ => slow::scenario(&mut ctx, &mut figures).await,
         };
         if let Err(e) = result {
@@ -202,10 +229,14 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Qualifies every comparator against the paced mock of scenario a; keeps those that pass.
-async fn qualify(ctx: &mut Ctx, nginx: bool) -> anyhow::Result<()> {
+/// Qualifies every comparator (of `only`, if given) against the paced mock of scenario a;
+/// keeps those that pass.
+async fn qualify(ctx: &mut Ctx, nginx: bool, only: Option<&[Comparator]>) -> anyhow::Result<()> {
     let mock = procs::mock(&ctx.layout, &latency::script()).await?;
     for comparator in Comparator::ALL {
+        if comparator != Comparator::Direct && only.is_some_and(|o| !o.contains(&comparator)) {
+            continue;
+        }
         if comparator == Comparator::Nginx && !nginx {
             ctx.note("nginx is not installed: the nginx comparator is skipped".into());
             continue;

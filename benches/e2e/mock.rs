@@ -2,11 +2,19 @@
 //! own process (the bench executable re-executed with the `mock` subcommand).
 //!
 //! Every POST answers one run as an SSE stream: `RUN_STARTED` (ids echoed from the request),
-//! `TEXT_MESSAGE_START`, N `TEXT_MESSAGE_CONTENT` events whose 60-byte delta carries a send
+//! `TEXT_MESSAGE_START`, N `TEXT_MESSAGE_CONTENT` events whose text delta carries a send
 //! timestamp and a sequence number (`t=<ns>;s=<seq>;`), `TEXT_MESSAGE_END`, `RUN_FINISHED`.
 //! The body generates its frames when hyper polls it, so a slow reader slows the mock down
 //! instead of filling a queue. `GET /stats` answers how many bytes and events it produced.
+//!
+//! Three shapes of body: `event` chunking makes every SSE event its own HTTP chunk, as the
+//! Python and TypeScript AG-UI SDKs do (hyper still gathers the chunks that are ready together
+//! into one vectored write); `write` also hands each chunk to the socket on its own while the
+//! reader keeps up, as an SDK's server does; `batch` packs as many events as fit in 16 KiB into
+//! one chunk. `--extra-field` adds a
+//! member no reader knows (`"ts":<unix ns>`) to every event, as some SDK-based agents do.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +45,28 @@ pub enum Mode {
     Flood,
 }
 
+/// How the mock cuts its body into HTTP chunks.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunking {
+    /// One SSE event per HTTP chunk; chunks ready together leave in one vectored write.
+    Event,
+    /// One SSE event per HTTP chunk, each handed to the socket on its own while it takes them.
+    Write,
+    /// Unpaced content events packed into chunks of up to 16 KiB (paced ones stay one per
+    /// chunk).
+    Batch,
+}
+
+impl Chunking {
+    pub fn name(self) -> &'static str {
+        match self {
+            Chunking::Event => "event",
+            Chunking::Write => "write",
+            Chunking::Batch => "batch",
+        }
+    }
+}
+
 /// The script of every run the mock answers.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Script {
@@ -57,6 +87,12 @@ pub struct Script {
     /// Bytes of content a flood run produces.
     #[arg(long, default_value_t = 50_000_000)]
     pub flood_bytes: u64,
+    /// One event per HTTP chunk, or many.
+    #[arg(long, value_enum, default_value = "event")]
+    pub chunking: Chunking,
+    /// Adds `"ts":<unix ns>`, a member the gateway does not know, to every event.
+    #[arg(long)]
+    pub extra_field: bool,
 }
 
 impl Script {
@@ -74,10 +110,27 @@ impl Script {
             ("--delta-bytes", self.delta_bytes.to_string()),
             ("--mode", mode.to_string()),
             ("--flood-bytes", self.flood_bytes.to_string()),
+            ("--chunking", self.chunking.name().to_string()),
         ]
         .into_iter()
         .flat_map(|(k, v)| [k.to_string(), v])
+        .chain(self.extra_field.then(|| "--extra-field".to_string()))
         .collect()
+    }
+
+    /// The script of an unpaced single run of `events` content events with `delta_bytes`
+    /// deltas, in this chunking.
+    pub fn unpaced(events: u64, delta_bytes: usize, chunking: Chunking) -> Script {
+        Script {
+            delay_ms: 0,
+            events,
+            pace_us: 0,
+            delta_bytes,
+            mode: Mode::Normal,
+            flood_bytes: 0,
+            chunking,
+            extra_field: false,
+        }
     }
 }
 
@@ -200,7 +253,7 @@ impl Body for MockBody {
     fn is_end_stream(&self) -> bool {
         match self {
             MockBody::Fixed(bytes) => bytes.is_none(),
-            MockBody::Run(run) => matches!(run.phase, Phase::Done),
+            MockBody::Run(run) => run.phase == Phase::Done && run.pending.is_empty(),
         }
     }
 }
@@ -224,6 +277,12 @@ pub struct Run {
     timer: Pin<Box<Sleep>>,
     next_seq: u64,
     content_bytes: u64,
+    /// Frames made but not yet handed to hyper (the opening and closing events, one chunk
+    /// each under `event` chunking).
+    pending: VecDeque<Bytes>,
+    /// Under unpaced `write` chunking, whether this poll already gave way once (see
+    /// [`Run::poll_next`]).
+    gave_way: bool,
 }
 
 impl Run {
@@ -238,10 +297,15 @@ impl Run {
             timer: Box::pin(tokio::time::sleep_until(start)),
             next_seq: 0,
             content_bytes: 0,
+            pending: VecDeque::new(),
+            gave_way: false,
         }
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(frame) = self.pending.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
         let frame = match self.phase {
             Phase::Opening => {
                 if self.timer.as_mut().poll(cx).is_pending() {
@@ -251,8 +315,8 @@ impl Run {
                 let started = serde_json::json!({
                     "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id,
                 });
-                event(&mut out, &started.to_string());
-                event(
+                self.event(&mut out, &started.to_string());
+                self.event(
                     &mut out,
                     r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}"#,
                 );
@@ -279,21 +343,32 @@ impl Run {
             }
             Phase::Content => {
                 let pace = self.pace();
+                let batch = pace.is_zero() && self.script.chunking == Chunking::Batch;
                 if !pace.is_zero() {
                     if self.timer.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
                     let next = self.timer.deadline() + pace;
                     self.timer.as_mut().reset(next);
+                } else if self.script.chunking == Chunking::Write && !self.gave_way {
+                    // hyper keeps polling a body that is always ready and gathers its chunks
+                    // into one vectored write. An SDK's server hands each event to the socket
+                    // as it is yielded instead: giving way once per event makes hyper flush
+                    // each chunk on its own while the reader keeps up, and still lets chunks
+                    // queue behind a full socket, as an SDK server's transport buffer does.
+                    self.gave_way = true;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
                 }
-                let mut out = BytesMut::with_capacity(FRAME_BYTES + 256);
+                self.gave_way = false;
+                let mut out = BytesMut::with_capacity(if batch { FRAME_BYTES + 256 } else { 256 });
                 loop {
                     self.content(&mut out);
                     if self.content_done() {
                         self.phase = Phase::Closing;
                         break;
                     }
-                    if !pace.is_zero() || out.len() + 200 > FRAME_BYTES {
+                    if !batch || out.len() + 300 > FRAME_BYTES {
                         break;
                     }
                 }
@@ -301,11 +376,11 @@ impl Run {
             }
             Phase::Closing => {
                 let mut out = BytesMut::new();
-                event(&mut out, r#"{"type":"TEXT_MESSAGE_END","messageId":"m1"}"#);
+                self.event(&mut out, r#"{"type":"TEXT_MESSAGE_END","messageId":"m1"}"#);
                 let finished = serde_json::json!({
                     "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
                 });
-                event(&mut out, &finished.to_string());
+                self.event(&mut out, &finished.to_string());
                 self.phase = Phase::Done;
                 out
             }
@@ -314,7 +389,21 @@ impl Run {
         self.stats
             .bytes
             .fetch_add(frame.len() as u64, Ordering::Relaxed);
-        Poll::Ready(Some(frame.freeze()))
+        let mut frame = frame.freeze();
+        if self.script.chunking != Chunking::Batch {
+            // One chunk per event: the opening and closing pairs leave one at a time.
+            while let Some(end) = memchr::memmem::find(&frame, b"\n\n") {
+                if end + 2 == frame.len() {
+                    break;
+                }
+                self.pending.push_back(frame.split_to(end + 2));
+            }
+            if !self.pending.is_empty() {
+                self.pending.push_back(frame);
+                return Poll::Ready(self.pending.pop_front());
+            }
+        }
+        Poll::Ready(Some(frame))
     }
 
     fn pace(&self) -> Duration {
@@ -334,18 +423,31 @@ impl Run {
     /// Appends one content event, stamped now.
     fn content(&mut self, out: &mut BytesMut) {
         let before = out.len();
-        let delta = marker::delta(marker::now_ns(), self.next_seq, self.script.delta_bytes);
+        let now = marker::now_ns();
+        let delta = marker::delta(now, self.next_seq, self.script.delta_bytes);
         out.put_slice(br#"data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":""#);
         out.put_slice(delta.as_bytes());
-        out.put_slice(b"\"}\n\n");
+        out.put_slice(b"\"");
+        if self.script.extra_field {
+            out.put_slice(format!(r#","ts":{now}"#).as_bytes());
+        }
+        out.put_slice(b"}\n\n");
         self.next_seq += 1;
         self.content_bytes += (out.len() - before) as u64;
         self.stats.events.fetch_add(1, Ordering::Relaxed);
     }
-}
 
-fn event(out: &mut BytesMut, json: &str) {
-    out.put_slice(b"data: ");
-    out.put_slice(json.as_bytes());
-    out.put_slice(b"\n\n");
+    /// Appends one event whose data is the JSON object `json`, with the extra member if the
+    /// script asks for it.
+    fn event(&self, out: &mut BytesMut, json: &str) {
+        out.put_slice(b"data: ");
+        match json.strip_suffix('}').filter(|_| self.script.extra_field) {
+            Some(open) => {
+                out.put_slice(open.as_bytes());
+                out.put_slice(format!(r#","ts":{}}}"#, marker::now_ns()).as_bytes());
+            }
+            None => out.put_slice(json.as_bytes()),
+        }
+        out.put_slice(b"\n\n");
+    }
 }

@@ -1,5 +1,7 @@
-//! The processes of the rig: the mock upstream, the gateway and nginx, each started pinned to
-//! its CPU and killed when its handle is dropped; the load generator's own pinning; RSS.
+//! The processes of the rig: the mock upstream, the Python SDK agent, the gateway and nginx,
+//! each started pinned to its CPU and killed when its handle is dropped; the load generator's
+//! own pinning; RSS; tracers (strace, perf) attached to a running process and stopped with
+//! SIGINT so that they write what they gathered.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -153,6 +155,21 @@ pub async fn mock(layout: &Layout, script: &Script) -> anyhow::Result<Proc> {
     spawn(cmd, "mock", None).await
 }
 
+/// Starts the Python SDK agent (`benches/sdk_agent.py`) on CPU 0.
+pub async fn sdk_agent(
+    layout: &Layout,
+    python: &Path,
+    events: u64,
+    delta_bytes: usize,
+) -> anyhow::Result<Proc> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/sdk_agent.py");
+    let mut cmd = layout.command(0, &python.to_string_lossy());
+    cmd.arg(script)
+        .args(["--events", &events.to_string()])
+        .args(["--delta-bytes", &delta_bytes.to_string()]);
+    spawn(cmd, "sdk agent", None).await
+}
+
 /// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`.
 pub async fn gateway(
     layout: &Layout,
@@ -166,12 +183,29 @@ pub async fn gateway(
         Face::AapDelta | Face::AapMessage => "aap",
     };
     let mut cmd = layout.command(1, GATEWAY);
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--client", client])
-        .arg("--upstream")
-        .arg(format!("http://{upstream}/"))
-        .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]);
     if client == "aap" {
-        cmd.args(["--agent-name", "bench"]);
+        // An AAP face holds a session per stream, and its defaults (100 sessions and 64 MiB
+        // of history per caller, 10,000 sessions) guard against one hostile caller; the
+        // bench's one anonymous caller opens thousands of streams at once.
+        let config = log.with_file_name("gateway-aap.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[limits]\nheartbeat_interval = \"1s\"\n\n[[routes]]\npath = \"/\"\n\
+                 client = \"aap\"\nupstream = \"http://{upstream}/\"\n\
+                 upstream_dialect = \"ag-ui\"\n\n[routes.aap]\nname = \"bench\"\n\n\
+                 [sessions]\nmax_sessions = 1000000\nmax_sessions_per_principal = 1000000\n\
+                 max_total_bytes = 17179869184\nmax_bytes_per_principal = 17179869184\n"
+            ),
+        )
+        .with_context(|| format!("write {}", config.display()))?;
+        cmd.arg("--config").arg(&config);
+    } else {
+        cmd.args(["--client", client])
+            .arg("--upstream")
+            .arg(format!("http://{upstream}/"))
+            .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
     }
     spawn(cmd, "gateway", Some(log)).await
 }
@@ -228,10 +262,16 @@ pub async fn nginx(layout: &Layout, upstream: SocketAddr, dir: &Path) -> anyhow:
         .local_addr()?
         .port();
     let p = prefix.display();
+    // Two sockets per stream (client and upstream), as the gateway holds them, up to the
+    // open-file limit. nginx wants more connection slots than that: with as many slots as
+    // descriptors it ran out at 9,950 streams ("worker_connections are not enough") and closed
+    // some; the slots are preallocated, which only raises its RSS at rest.
+    let files = crate::memory::fd_limit();
+    let connections = files * 2;
     let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile 20000;\n\
+        "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile {files};\n\
          pid {p}/nginx.pid;\nerror_log {p}/logs/error.log warn;\n\
-         events {{ worker_connections 16000; }}\n\
+         events {{ worker_connections {connections}; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {p}/client_body;\n\
          \x20 proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n\
          \x20 uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
@@ -271,4 +311,95 @@ pub async fn nginx(layout: &Layout, upstream: SocketAddr, dir: &Path) -> anyhow:
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     bail!("nginx did not listen on {addr}")
+}
+
+/// A tracer (strace, perf) attached to a running process.
+pub struct Tracer {
+    child: Child,
+    what: String,
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Tracer {
+    /// Starts `program args` (which attach to a process) and gives it `settle` to attach.
+    pub async fn attach(
+        program: &str,
+        args: &[String],
+        settle: Duration,
+    ) -> anyhow::Result<Tracer> {
+        let child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {program}"))?;
+        let mut tracer = Tracer {
+            child,
+            what: program.to_string(),
+        };
+        tokio::time::sleep(settle).await;
+        if let Some(status) = tracer.child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut stderr) = tracer.child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+            }
+            bail!("{program} exited at once ({status}): {}", err.trim());
+        }
+        Ok(tracer)
+    }
+
+    /// SIGINT, then waits (up to `patience`) for the tracer to write its output and exit.
+    pub async fn finish(mut self, patience: Duration) -> anyhow::Result<()> {
+        let pid = libc::pid_t::try_from(self.child.id()).context("pid")?;
+        // SAFETY: kill(2) on our own child's pid; no memory is shared.
+        if unsafe { libc::kill(pid, libc::SIGINT) } != 0 {
+            bail!(
+                "SIGINT to {}: {}",
+                self.what,
+                std::io::Error::last_os_error()
+            );
+        }
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                use std::os::unix::process::ExitStatusExt as _;
+                // strace exits 130 on SIGINT, perf re-raises it.
+                let interrupted =
+                    status.code() == Some(130) || status.signal() == Some(libc::SIGINT);
+                if !status.success() && !interrupted {
+                    let mut err = String::new();
+                    if let Some(mut stderr) = self.child.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+                    }
+                    // Worth a look, not a failure of the phase.
+                    println!("  {} ended with {status}: {}", self.what, err.trim());
+                }
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("{} did not exit within {patience:?} of SIGINT", self.what);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A file name for a comparator's label: `gateway ag-ui→hai` → `gateway-ag-ui-hai`.
+pub fn slug(label: &str) -> String {
+    let mut out = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
 }

@@ -1,6 +1,8 @@
-//! The report: the machine, the commands, the CPU layout, the targets (met / missed), every
-//! figure as the median over runs with min–max, the codec micro-benchmarks read from
-//! criterion's files, and the raw per-run values; printed and written to `benches/RESULTS.md`.
+//! The report: the machine, the commands, the CPU layout, the targets (met / missed, see
+//! `targets.rs`), summary tables per scenario (throughput with its per-run ratios to nginx and
+//! direct, latency added over direct and over nginx, syscalls per event), every figure as the
+//! median over runs with min–max, the codec micro-benchmarks read from criterion's files, and
+//! the raw per-run values; printed and written to `benches/RESULTS.md`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -8,7 +10,8 @@ use std::process::Command;
 
 use crate::figures::{median, Figure, Figures};
 use crate::rig::Comparator;
-use crate::{latency, memory, saturation, slow};
+use crate::targets;
+use crate::{latency, sdk, syscalls, throughput};
 
 /// Where the generated report ends in `benches/RESULTS.md`: what follows it is kept.
 pub const KEPT_MARKER: &str =
@@ -27,15 +30,12 @@ pub struct Context<'a> {
 }
 
 /// One codec benchmark: events/s and MB/s per sample.
-struct Codec {
-    shape: String,
-    direction: String,
-    events_per_s: Vec<f64>,
-    mb_per_s: Vec<f64>,
+pub struct Codec {
+    pub shape: String,
+    pub direction: String,
+    pub events_per_s: Vec<f64>,
+    pub mb_per_s: Vec<f64>,
 }
-
-/// Codec target, content events per second (text deltas, every direction).
-const CODEC_TARGET: f64 = 3_000_000.0;
 
 fn shell(program: &str, args: &[&str]) -> String {
     Command::new(program)
@@ -149,13 +149,24 @@ fn codec(target_dir: &Path) -> Vec<Codec> {
     rows
 }
 
-fn spread(v: &[f64]) -> (f64, f64, f64) {
+pub fn spread(v: &[f64]) -> (f64, f64, f64) {
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (median(v), min, max)
 }
 
-fn num(v: f64) -> String {
+/// `num` with an explicit sign: `+12.5`, `-3.0`.
+pub fn signed(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else if v < 0.0 {
+        format!("-{}", num(-v))
+    } else {
+        format!("+{}", num(v))
+    }
+}
+
+pub fn num(v: f64) -> String {
     if v.is_nan() {
         "–".into()
     } else if v.abs() >= 100.0 {
@@ -177,128 +188,135 @@ fn num(v: f64) -> String {
     }
 }
 
-/// One target row: what, the figure, the bound, met or not.
-struct Target {
-    what: String,
-    value: String,
-    bound: String,
-    met: bool,
-}
-
-fn targets(figures: &Figures, codec: &[Codec]) -> Vec<Target> {
-    let mut rows = Vec::new();
-    for c in codec.iter().filter(|c| c.shape.starts_with("text")) {
-        let (m, _, _) = spread(&c.events_per_s);
-        rows.push(Target {
-            what: format!("codec {} {}", c.shape, c.direction),
-            value: format!("{} events/s", num(m)),
-            bound: "≥ 3,000,000 events/s".into(),
-            met: m >= CODEC_TARGET,
-        });
-    }
-    let a = latency::SCENARIO;
-    let nginx_p99 = figures
-        .get(a, Comparator::Nginx.label(), "added vs direct: latency p99")
-        .map(Figure::median);
-    for c in Comparator::ALL.into_iter().filter(|c| c.is_gateway()) {
-        let label = c.label();
-        if let Some(f) = figures.get(a, label, "added vs direct: latency p99") {
-            let m = f.median();
-            let bound = match nginx_p99 {
-                Some(n) => format!("≤ 100 µs and < nginx's {} µs", num(n)),
-                None => "≤ 100 µs (nginx absent)".into(),
-            };
-            rows.push(Target {
-                what: format!("{label}: added per-event latency p99"),
-                value: format!("{} µs", num(m)),
-                bound,
-                met: m <= 100.0 && nginx_p99.is_none_or(|n| m < n),
-            });
-        }
-        // AAP message mode sends the text whole at its end: its TTFE is the run's length.
-        for p in ["p50", "p99"]
-            .into_iter()
-            .filter(|_| c != Comparator::AapMessage)
-        {
-            if let Some(f) = figures.get(a, label, &format!("added vs direct: TTFE {p}")) {
-                rows.push(Target {
-                    what: format!("{label}: added TTFE {p}"),
-                    value: format!("{} µs", num(f.median())),
-                    bound: "≤ 300 µs".into(),
-                    met: f.median() <= 300.0,
-                });
-            }
-        }
-    }
-    for f in figures
-        .list
+/// Throughput of every shape: events/s (median, min–max) and the medians of the per-run
+/// ratios to nginx and to direct; the rows a comparator within 10 % of direct's ceiling is
+/// flagged in, where the rig rather than the comparator sets the pace.
+fn throughput_table(figures: &Figures) -> String {
+    let mut shapes: Vec<(&str, &str)> = throughput::SHAPES
         .iter()
-        .filter(|f| f.scenario == memory::SCENARIO)
-    {
-        let bound = if f.name.starts_with("idle KiB/stream") {
-            32.0
-        } else if f.name.starts_with("active KiB/stream") {
-            64.0
-        } else {
-            continue;
-        };
-        rows.push(Target {
-            what: format!("{}: {}", f.comparator, f.name),
-            value: format!("{} KiB", num(f.median())),
-            bound: format!("≤ {bound} KiB"),
-            met: f.median() <= bound,
-        });
-    }
-    let label = Comparator::Passthrough.label();
-    let get = |name| figures.get(slow::SCENARIO, label, name).map(Figure::median);
-    if let (Some(start), Some(max), Some(slope), Some(produced)) = (
-        get("RSS start"),
-        get("RSS max"),
-        get("RSS slope, second half"),
-        get("mock produced at end"),
-    ) {
-        rows.push(Target {
-            what: "slow client: gateway RSS flat, mock held back".into(),
-            value: format!(
-                "max − start {} KiB, 2nd-half slope {} KiB/s, mock produced {} KiB",
-                num(max - start),
-                num(slope),
-                num(produced)
-            ),
-            bound: "max − start ≤ 4 MiB, slope within ±4 KiB/s, produced ≤ 16 MiB".into(),
-            met: max - start <= 4096.0 && slope.abs() <= 4.0 && produced <= 16.0 * 1024.0,
-        });
-    }
-    rows
-}
-
-/// The mock's ceiling (direct) in scenario b, and every result within 10 % of it.
-fn ceiling(figures: &Figures) -> String {
-    let mut out = String::new();
-    let b = saturation::SCENARIO;
-    for name in [saturation::ONE, saturation::MANY] {
-        if let Some(f) = figures.get(b, Comparator::Direct.label(), name) {
+        .map(|s| (throughput::SCENARIO, s.name))
+        .collect();
+    shapes.push((throughput::SCENARIO, throughput::MANY));
+    shapes.push((sdk::SCENARIO, sdk::NAME));
+    let mut out = String::from(
+        "| upstream shape | comparator | events/s median | min–max | ÷ nginx | ÷ direct |\n\
+         | --- | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut flags = String::new();
+    for (scenario, shape) in shapes {
+        for c in Comparator::ALL {
+            let Some(f) = figures.get(scenario, c.label(), &throughput::rate(shape)) else {
+                continue;
+            };
+            let ratio = |name: String| {
+                figures
+                    .get(scenario, c.label(), &name)
+                    .map(|f| format!("{:.2}", f.median()))
+                    .unwrap_or_else(|| "–".into())
+            };
+            let direct = figures
+                .get(scenario, c.label(), &throughput::over_direct(shape))
+                .map(Figure::median);
+            if direct.is_some_and(|d| d >= 0.9) {
+                let _ = writeln!(
+                    flags,
+                    "- **flag**: {} reaches {:.0} % of direct ({shape}): the upstream and client on \
+                     CPU 0 may set the pace, not it",
+                    c.label(),
+                    direct.unwrap_or(0.0) * 100.0
+                );
+            }
             let _ = writeln!(
                 out,
-                "- mock's own ceiling ({name}, direct, mock and client sharing CPU 0): {} \
-                 (min–max {} – {})",
+                "| {shape} | {} | {} | {} – {} | {} | {} |",
+                c.label(),
                 num(f.median()),
                 num(f.min()),
-                num(f.max())
-            );
-        }
-        for f in figures.list.iter().filter(|f| {
-            f.scenario == b && f.name == format!("{name} % of direct") && f.median() >= 90.0
-        }) {
-            let _ = writeln!(
-                out,
-                "- **flag**: {} reaches {:.0} % of the ceiling ({name}): limited by the rig",
-                f.comparator,
-                f.median()
+                num(f.max()),
+                ratio(throughput::over_nginx(shape)),
+                ratio(throughput::over_direct(shape)),
             );
         }
     }
+    out.push('\n');
+    out.push_str(&flags);
     out
+}
+
+/// Scenario a in one table: each proxy's added latency and TTFE over direct, and the
+/// gateway's over nginx (medians of the per-run differences).
+fn latency_table(figures: &Figures) -> String {
+    let a = latency::SCENARIO;
+    let mut out = String::from(
+        "| comparator | added p50 | added p99 | added TTFE p50 | − nginx p50 | − nginx p99 | \
+         − nginx TTFE p50 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for c in Comparator::ALL
+        .into_iter()
+        .filter(|c| *c != Comparator::Direct)
+    {
+        let get = |name: &str| {
+            figures
+                .get(a, c.label(), name)
+                .map(|f| format!("{} µs", num(f.median())))
+                .unwrap_or_else(|| "–".into())
+        };
+        if figures
+            .get(a, c.label(), "added vs direct: latency p50")
+            .is_none()
+        {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.label(),
+            get("added vs direct: latency p50"),
+            get("added vs direct: latency p99"),
+            get("added vs direct: TTFE p50"),
+            get("added vs nginx: latency p50"),
+            get("added vs nginx: latency p99"),
+            get("added vs nginx: TTFE p50"),
+        );
+    }
+    out
+}
+
+/// Scenario f in one table.
+fn syscalls_table(figures: &Figures) -> String {
+    let f = syscalls::SCENARIO;
+    let mut out = String::from(
+        "| process | writes per event | reads per event | epoll_wait per event | all syscalls \
+         per event |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut any = false;
+    let labels = [syscalls::UPSTREAM]
+        .into_iter()
+        .chain(Comparator::ALL.iter().map(|c| c.label()));
+    for label in labels {
+        let get = |name| {
+            figures
+                .get(f, label, name)
+                .map(|f| format!("{:.3}", f.median()))
+        };
+        let Some(writes) = get(syscalls::WRITES_PER_EVENT) else {
+            continue;
+        };
+        any = true;
+        let dash = || "–".to_string();
+        let _ = writeln!(
+            out,
+            "| {label} | {writes} | {} | {} | {} |",
+            get(syscalls::READS_PER_EVENT).unwrap_or_else(dash),
+            get(syscalls::WAITS_PER_EVENT).unwrap_or_else(dash),
+            get(syscalls::ALL_PER_EVENT).unwrap_or_else(dash),
+        );
+    }
+    if any {
+        out
+    } else {
+        "Not measured in this run (scenario f).\n".into()
+    }
 }
 
 /// The figures table: median and min–max over runs.
@@ -317,20 +335,6 @@ pub fn table(figures: &Figures) -> String {
             num(f.min()),
             num(f.max()),
             f.runs.len()
-        );
-    }
-    out
-}
-
-fn targets_table(rows: &[Target]) -> String {
-    let mut out =
-        String::from("| target | measured (median) | bound | |\n| --- | --- | --- | --- |\n");
-    for t in rows {
-        let verdict = if t.met { "met" } else { "**missed**" };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {verdict} |",
-            t.what, t.value, t.bound
         );
     }
     out
@@ -380,13 +384,25 @@ fn raw(figures: &Figures) -> String {
 
 const METHOD: &str = "\
 - Processes: the load generator (this bench, its own tokio runtime, one HTTP/1.1 connection per \
-stream), the mock upstream (the same executable re-run as `mock`, one process per scenario \
-shape) and the system under test (the gateway, nginx, or nothing for direct) are separate \
-processes.
-- The mock speaks AG-UI, so the **direct baseline speaks AG-UI** (the upstream's protocol) for \
-every comparator, translating ones included; nginx is a plain AG-UI proxy.
-- Each 60-byte text delta carries `t=<send ns>;s=<seq>;`, stamped by the mock when it produces \
-the frame; the client takes the receive time (same host clock) when a body frame arrives. One \
+stream), the upstream (the mock: the same executable re-run as `mock`, one process per scenario \
+shape; or the Python SDK agent, `benches/sdk_agent.py`) and the system under test (the gateway, \
+nginx, or nothing for direct) are separate processes.
+- The upstreams speak AG-UI, so the **direct baseline speaks AG-UI** (the upstream's protocol) \
+for every comparator, translating ones included; nginx is a plain AG-UI proxy \
+(`proxy_buffering off`, one process: `master_process off`).
+- Upstream shapes. **Event per chunk** (the default everywhere): every SSE event is its own \
+HTTP/1.1 chunk, the way the Python and TypeScript AG-UI SDKs frame them; the mock's HTTP server \
+(hyper) still gathers the chunks that are ready together into one vectored write (scenario f \
+shows how many per write). **Event per chunk and per write**: each chunk is also handed to the \
+socket on its own while the reader keeps up (the mock gives way after each event and hyper \
+flushes it; behind a full socket chunks queue and leave together), as an SDK's server does; here \
+the mock's own writes bound the rate. **16 KiB chunks**: as many events as fit in one chunk. \
+**Unknown field**: every event also carries `\"ts\":<unix ns>`, a member the gateway does not \
+know (125-byte content events instead of 100). **Python SDK**: `benches/sdk_agent.py`, the \
+official `ag-ui-protocol` event types and `EventEncoder`, FastAPI (`RunAgentInput` validation, \
+`StreamingResponse`) on uvicorn (h11, asyncio), one event per chunk, each chunk its own send.
+- Each text delta carries `t=<send ns>;s=<seq>;`, stamped by the upstream when it produces the \
+event; the client takes the receive time (same host clock) when a body frame arrives. One \
 latency sample per received event with markers: receive − send of the event's last marker. In \
 AAP **message** mode the whole text arrives in one `text` event, so there is one sample per \
 stream (the last marker's) and its TTFE is the time to the complete message.
@@ -398,32 +414,49 @@ first content event well before the mock's last one was sent (AAP message: first
 event present.
 - a. latency: open loop, a new stream every 10 ms whatever the completions (each start shifted \
 by a fixed 0–10 ms offset so the ~100 open streams do not all tick on the same millisecond); \
-each stream 100 events 10 ms apart after 25 ms; streams of the first second are warm-up and not measured. TTFE is from the \
-request to the first event with a marker (AAP: from the turn POST; session creation is not \
-included; no TTFE target for AAP message mode, whose first content event is the whole message \
-at the end of the run). *added* = comparator − direct, and gateway − nginx, of the same run per percentile; \
-the median of those per-run differences is shown.
-- b. saturation: unpaced mock (many events per 16 KiB frame); one stream of 120,000 events (not \
-200,000: an AAP session's history is capped at 8 MiB by default, about 139,800 such deltas, and \
-past it the gateway ends the turn with `HISTORY_LIMIT_EXCEEDED`), then 100 streams of 2,000 \
-events in a closed loop; events/s = content events of correct streams / wall time. Direct is the ceiling \
-of the mock and client sharing CPU 0; a comparator within 10 % of it is limited by the rig, not \
-by itself.
-- c. memory: fresh gateway per value; RSS (VmRSS) at rest after 0.5 s, then with K streams: idle \
-= after every stream got a heartbeat (1 s interval), active = mock sends one event per 500 ms \
-per stream (at 100 ms, 9,900 streams = 99,000 events/s saturate CPU 0, shared by mock and client, \
-and the gateway's RSS then holds the client's backlog), sampled while all flow (median of three samples 0.4 s apart). Measured once per \
-benchmark (not per run).
+each stream 100 events (60-byte deltas) 10 ms apart after 25 ms, one event per chunk; streams of \
+the first second are warm-up and not measured. TTFE is from the request to the first event with a \
+marker (AAP: from the turn POST; session creation is not included; no TTFE target for AAP \
+message mode, whose first content event is the whole message at the end of the run). *added* = \
+comparator − direct, and gateway − nginx, of the same run per percentile; the median of those \
+per-run differences is shown.
+- b. throughput: unpaced mock, 100-byte content events (33-byte deltas); one stream of 200,000 \
+events per comparator and shape (every direction the same count: 200,000 × 33 bytes is 6.6 MB of \
+AAP session history, under its 8 MiB default cap), no warm-up stream; then 100 streams of 2,000 \
+events in a closed loop (one event per chunk). events/s = content events of correct streams / \
+wall time. Per run, each proxy's rate ÷ nginx's and ÷ direct's of the same run; the median of \
+those per-run ratios is shown. Direct is the ceiling of the upstream and client sharing CPU 0; a \
+comparator within 10 % of it is limited by the rig, not by itself (nginx, which gathers many \
+chunks into each of its writes, can pass direct: the client then reads fewer, larger frames).
+- e. Python SDK upstream: one stream of 50,000 100-byte content events from the SDK agent per \
+comparator, reported like b.
+- f. syscalls per event: `strace -f -c -p <pid>` attached to the process in the middle (and to \
+the mock during the direct stream) for one unpaced stream of 20,000 100-byte events, one per \
+chunk; writes = write + writev + sendto + sendmsg, reads = read + readv + recvfrom + recvmsg, per \
+content event. Measured once. strace stops the traced process at every syscall: it then finds \
+more events waiting at each read than untraced, so the counts lean towards batching, for every \
+process alike.
+- c. memory: fresh gateway or nginx per value; RSS (VmRSS; nginx runs as one process, so this is \
+its worker) at rest after 0.5 s, then with K streams: idle = after every stream got a heartbeat \
+(1 s interval; nginx sends none: after its first event), active = mock sends one event per \
+500 ms per stream (at 100 ms, 9,900 streams = 99,000 events/s saturate CPU 0, shared by mock \
+and client, and the gateway's RSS then holds the client's backlog), sampled while all flow \
+(median of three samples 0.4 s apart). K = 1,000 and 10,000, capped by the open-file limit \
+(two sockets per stream in the process in the middle; see the notes for the K measured). \
+Measured once per benchmark (not per run).
 - d. slow client: measured once per benchmark; a raw socket with a 4 KiB receive buffer reads \
 1 KiB per second; RSS is sampled before the request, then every second from the request on \
 (start = right after the request); the mock's production is counted from before the request.
 - Runs: comparators are rotated by one position per run (counterbalanced order); a fresh \
-gateway / nginx process per comparator and run.";
+gateway / nginx process per comparator and run.
+- Profile: `benches/profile.sh` runs scenario a with `perf record -g` attached to nginx and the \
+gateway (ag-ui→ag-ui, ag-ui→hai) and writes [PROFILE.md](PROFILE.md): self time by symbol, \
+kernel and user, and the share of time in syscalls.";
 
 /// The whole report as Markdown.
 pub fn render(ctx: &Context, figures: &Figures) -> String {
     let codec = codec(ctx.target_dir);
-    let targets = targets(figures, &codec);
+    let targets = targets::targets(figures, &codec);
     let mut out = String::from("# Benchmark results\n\n");
     if ctx.quick {
         out.push_str("**Quick smoke run** (`--quick`): short phases, not for publication.\n\n");
@@ -431,7 +464,7 @@ pub fn render(ctx: &Context, figures: &Figures) -> String {
     let _ = write!(
         out,
         "## Machine\n\n{}\n## Commands\n\n```sh\n{}\n```\n\nwhich runs `cargo bench --bench codec` \
-         and `cargo bench --bench e2e -- {}`. Runs per scenario a/b: {}.\n\n## CPU layout\n\n{}\n\n\
+         and `cargo bench --bench e2e -- {}`. Runs per scenario a/b/e: {}.\n\n## CPU layout\n\n{}\n\n\
          ## Method\n\n{METHOD}\n\n",
         machine(ctx),
         ctx.command,
@@ -448,11 +481,14 @@ pub fn render(ctx: &Context, figures: &Figures) -> String {
     }
     let _ = write!(
         out,
-        "## Targets\n\n{}\n{}\n## Figures (median over runs, min–max)\n\n{}\n## Codec \
-         micro-benchmarks\n\nFrom criterion's `sample.json` (per-sample rates); events are content \
-         events, MB/s counts input bytes.\n\n{}\n## Raw per-run figures\n\n{}",
-        targets_table(&targets),
-        ceiling(figures),
+        "## Targets\n\n{}\n## Throughput (scenarios b and e)\n\n{}\n## Latency added (scenario a)\
+         \n\n{}\n## Syscalls per event (scenario f)\n\n{}\n## Figures (median over runs, min–max)\
+         \n\n{}\n## Codec micro-benchmarks\n\nFrom criterion's `sample.json` (per-sample rates); \
+         events are content events, MB/s counts input bytes.\n\n{}\n## Raw per-run figures\n\n{}",
+        targets::table(&targets),
+        throughput_table(figures),
+        latency_table(figures),
+        syscalls_table(figures),
         table(figures),
         if codec.is_empty() {
             "No criterion results found (run `cargo bench --bench codec` first).\n".to_string()
@@ -464,14 +500,15 @@ pub fn render(ctx: &Context, figures: &Figures) -> String {
     out
 }
 
-/// The short stdout form: targets and figures.
+/// The short stdout form: targets and the summary tables.
 pub fn summary(ctx: &Context, figures: &Figures) -> String {
     let codec = codec(ctx.target_dir);
     format!(
-        "{}\n{}\n{}\n{}",
-        targets_table(&targets(figures, &codec)),
-        ceiling(figures),
-        table(figures),
+        "{}\n{}\n{}\n{}\n{}",
+        targets::table(&targets::targets(figures, &codec)),
+        throughput_table(figures),
+        latency_table(figures),
+        syscalls_table(figures),
         codec_table(&codec)
     )
 }

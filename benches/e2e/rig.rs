@@ -43,6 +43,21 @@ impl Comparator {
         }
     }
 
+    /// The comparator a `--comparators` key names.
+    pub fn from_key(key: &str) -> anyhow::Result<Comparator> {
+        Ok(match key {
+            "direct" => Comparator::Direct,
+            "nginx" => Comparator::Nginx,
+            "ag-ui" => Comparator::Passthrough,
+            "hai" => Comparator::Hai,
+            "aap-delta" => Comparator::AapDelta,
+            "aap-message" => Comparator::AapMessage,
+            _ => bail!(
+                "unknown comparator {key:?} (direct, nginx, ag-ui, hai, aap-delta, aap-message)"
+            ),
+        })
+    }
+
     pub fn face(self) -> Face {
         match self {
             Comparator::Direct | Comparator::Nginx | Comparator::Passthrough => Face::AgUi,
@@ -79,6 +94,8 @@ pub struct Ctx {
     /// Loud notes for the report (failed qualifications, skipped parts).
     pub notes: Vec<String>,
     pub gateway_starts: usize,
+    /// Where scenario a's `perf record` data go, when profiling.
+    pub perf_dir: Option<PathBuf>,
 }
 
 impl Ctx {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::client;
 use crate::figures::{slope, Figures};
-use crate::mock::{Mode, Script};
+use crate::mock::{Chunking, Mode, Script};
 use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
@@ -36,6 +36,8 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         delta_bytes: crate::marker::DELTA_BYTES,
         mode: Mode::Flood,
         flood_bytes: FLOOD_BYTES,
+        chunking: Chunking::Event,
+        extra_field: false,
     };
     let secs = if ctx.quick { 10 } else { 30 };
     let mock = procs::mock(&ctx.layout, &script).await?;

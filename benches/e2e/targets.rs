@@ -1,0 +1,230 @@
+//! The targets the report judges, each against nginx in the same run where a proxy hop is
+//! timed: one-event-per-chunk throughput at least nginx's in every direction, added latency
+//! per event (p50, p99) at most nginx's, added TTFE p50 at most nginx's + 100 µs, memory per
+//! idle and active stream at 1,000 and 10,000 streams, and the codec's events/s per core.
+
+use std::fmt::Write as _;
+
+use crate::figures::{Figure, Figures};
+use crate::report::{num, signed, spread, Codec};
+use crate::rig::Comparator;
+use crate::{latency, memory, sdk, syscalls, throughput};
+
+/// Codec target, content events per second and core, every direction.
+const CODEC_TARGET: f64 = 3_000_000.0;
+/// Codec target for AG-UI → AG-UI, whose unchanged events leave as they came.
+const CODEC_PASSTHROUGH_TARGET: f64 = 5_000_000.0;
+/// Added TTFE p50 allowed over nginx's.
+const TTFE_SLACK_US: f64 = 100.0;
+/// KiB per idle and per active stream.
+const IDLE_KIB: f64 = 16.0;
+const ACTIVE_KIB: f64 = 32.0;
+
+/// Where a miss is explained.
+const PROFILE: &str = "[PROFILE.md](PROFILE.md) (the 100×100 schedule under `perf`, \
+                       `benches/profile.sh`)";
+
+/// One target row: what, the figure, nginx's figure of the same run, the bound, met or not,
+/// and where a miss is explained.
+pub struct Target {
+    pub what: String,
+    pub value: String,
+    pub nginx: String,
+    pub bound: String,
+    pub met: bool,
+    pub evidence: String,
+}
+
+const GATEWAYS: [Comparator; 4] = [
+    Comparator::Passthrough,
+    Comparator::Hai,
+    Comparator::AapDelta,
+    Comparator::AapMessage,
+];
+
+pub fn targets(figures: &Figures, codec: &[Codec]) -> Vec<Target> {
+    let mut rows = Vec::new();
+    throughput_rows(figures, &mut rows);
+    latency_rows(figures, &mut rows);
+    memory_rows(figures, &mut rows);
+    codec_rows(codec, &mut rows);
+    rows
+}
+
+fn median(f: Option<&Figure>) -> Option<f64> {
+    f.map(Figure::median)
+}
+
+/// Throughput of one stream, one event per chunk (with and without the unknown member, and
+/// from the Python SDK agent): the median of the per-run ratios gateway ÷ nginx ≥ 1.
+fn throughput_rows(figures: &Figures, rows: &mut Vec<Target>) {
+    let shapes = [
+        (throughput::SCENARIO, throughput::EVENT.name),
+        (throughput::SCENARIO, throughput::EVENT_FIELD.name),
+        (sdk::SCENARIO, sdk::NAME),
+    ];
+    // Syscalls per event of the same build, for a miss.
+    let writes = |c: Comparator| {
+        figures
+            .get(syscalls::SCENARIO, c.label(), syscalls::WRITES_PER_EVENT)
+            .map(|f| format!("{:.2}", f.median()))
+    };
+    let nginx_writes = writes(Comparator::Nginx);
+    for (scenario, shape) in shapes {
+        let nginx = median(figures.get(
+            scenario,
+            Comparator::Nginx.label(),
+            &throughput::rate(shape),
+        ));
+        for c in GATEWAYS {
+            let label = c.label();
+            let Some(rate) = median(figures.get(scenario, label, &throughput::rate(shape))) else {
+                continue;
+            };
+            let ratio = median(figures.get(scenario, label, &throughput::over_nginx(shape)));
+            let mut evidence = String::new();
+            if let (Some(g), Some(n)) = (writes(c), &nginx_writes) {
+                let _ = write!(evidence, "writes per event {g} (nginx {n}, scenario f); ");
+            }
+            evidence.push_str(PROFILE);
+            rows.push(Target {
+                what: format!("{label}: {shape}"),
+                value: format!(
+                    "{} events/s, {} × nginx",
+                    num(rate),
+                    ratio
+                        .map(|r| format!("{r:.2}"))
+                        .unwrap_or_else(|| "–".into())
+                ),
+                nginx: nginx
+                    .map(|n| format!("{} events/s", num(n)))
+                    .unwrap_or_else(|| "absent".into()),
+                bound: "≥ nginx (median of per-run ratios ≥ 1.00)".into(),
+                met: ratio.is_some_and(|r| r >= 1.0),
+                evidence,
+            });
+        }
+    }
+}
+
+/// Scenario a: added latency p50 and p99 ≤ nginx's, added TTFE p50 ≤ nginx's + 100 µs, each
+/// judged on the median of the per-run differences gateway − nginx.
+fn latency_rows(figures: &Figures, rows: &mut Vec<Target>) {
+    let a = latency::SCENARIO;
+    let nginx = Comparator::Nginx.label();
+    for c in GATEWAYS {
+        let label = c.label();
+        let mut checks = vec![
+            ("latency p50", "added per-event latency p50", 0.0),
+            ("latency p99", "added per-event latency p99", 0.0),
+        ];
+        // AAP message mode sends the text whole at its end: its TTFE is the run's length.
+        if c != Comparator::AapMessage {
+            checks.push(("TTFE p50", "added TTFE p50", TTFE_SLACK_US));
+        }
+        for (figure, what, slack) in checks {
+            let added = median(figures.get(a, label, &format!("added vs direct: {figure}")));
+            let nginx_added = median(figures.get(a, nginx, &format!("added vs direct: {figure}")));
+            let over = median(figures.get(a, label, &format!("added vs nginx: {figure}")));
+            let Some(added) = added else {
+                continue;
+            };
+            rows.push(Target {
+                what: format!("{label}: {what}"),
+                value: format!(
+                    "{} µs; gateway − nginx {}",
+                    signed(added),
+                    over.map(|o| format!("{} µs", signed(o)))
+                        .unwrap_or_else(|| "–".into())
+                ),
+                nginx: nginx_added
+                    .map(|n| format!("{} µs", signed(n)))
+                    .unwrap_or_else(|| "absent".into()),
+                bound: if slack > 0.0 {
+                    format!("≤ nginx's + {slack:.0} µs (gateway − nginx ≤ {slack:.0} µs)")
+                } else {
+                    "≤ nginx's (gateway − nginx ≤ 0 µs)".into()
+                },
+                met: over.is_some_and(|o| o <= slack),
+                evidence: PROFILE.into(),
+            });
+        }
+    }
+}
+
+/// Scenario c: KiB per idle and per active stream at each K, with nginx's of the same run.
+fn memory_rows(figures: &Figures, rows: &mut Vec<Target>) {
+    let c = memory::SCENARIO;
+    let nginx = Comparator::Nginx.label();
+    for f in figures
+        .list
+        .iter()
+        .filter(|f| f.scenario == c && f.comparator != nginx)
+    {
+        let bound = if f.name.starts_with("idle KiB/stream") {
+            IDLE_KIB
+        } else if f.name.starts_with("active KiB/stream") {
+            ACTIVE_KIB
+        } else {
+            continue;
+        };
+        let n = median(figures.get(c, nginx, &f.name));
+        rows.push(Target {
+            what: format!("{}: {}", f.comparator, f.name),
+            value: format!("{} KiB", num(f.median())),
+            nginx: n
+                .map(|n| format!("{} KiB", num(n)))
+                .unwrap_or_else(|| "absent".into()),
+            bound: format!("≤ {bound:.0} KiB"),
+            met: f.median() <= bound,
+            evidence: format!("RSS at rest and with K streams: figures, {c}"),
+        });
+    }
+}
+
+/// Codec micro-benchmarks: ≥ 3 M events/s per core in every direction, ≥ 5 M for AG-UI →
+/// AG-UI, on every text shape criterion measured.
+fn codec_rows(codec: &[Codec], rows: &mut Vec<Target>) {
+    for c in codec.iter().filter(|c| c.shape.starts_with("text")) {
+        let bound = if c.direction == "ag-ui-to-ag-ui" {
+            CODEC_PASSTHROUGH_TARGET
+        } else {
+            CODEC_TARGET
+        };
+        let (m, _, _) = spread(&c.events_per_s);
+        rows.push(Target {
+            what: format!("codec {} {}", c.shape, c.direction),
+            value: format!("{} events/s", num(m)),
+            nginx: "n/a (no proxy hop)".into(),
+            bound: format!("≥ {} events/s", num(bound)),
+            met: m >= bound,
+            evidence: format!(
+                "`CODEC_PROFILE={}/{} perf record -g cargo bench --bench codec`",
+                c.shape, c.direction
+            ),
+        });
+    }
+}
+
+/// The targets as a Markdown table; evidence only where a target is missed.
+pub fn table(rows: &[Target]) -> String {
+    let mut out = String::from(
+        "| target | measured (median) | nginx, same run | bound | | where a miss is explained |\n\
+         | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for t in rows {
+        let (verdict, evidence) = if t.met {
+            ("met", "")
+        } else {
+            ("**missed**", t.evidence.as_str())
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {verdict} | {evidence} |",
+            t.what, t.value, t.nginx, t.bound
+        );
+    }
+    let met = rows.iter().filter(|t| t.met).count();
+    let _ = writeln!(out, "\n{met} of {} targets met.", rows.len());
+    out
+}

@@ -1,0 +1,243 @@
+//! Scenario b, throughput: an unpaced mock read as fast as the client can. One stream of
+//! 100-byte events in four upstream shapes (one event per HTTP chunk; the same with a member
+//! the gateway does not know; one event per chunk and per write; many events per chunk), then
+//! 100 streams in a closed loop.
+//! Events/s counts only content events of streams that arrived whole and in order; each run
+//! also records every proxy's rate over nginx's and over direct's of the same run. Direct is
+//! the ceiling of the mock and client themselves.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::{self, Target};
+use crate::figures::Figures;
+use crate::mock::{Chunking, Script};
+use crate::procs;
+use crate::rig::{self, Comparator, Ctx};
+
+pub const SCENARIO: &str = "b. throughput";
+/// Delta size that makes a content event's whole `data: ...\n\n` line 100 bytes.
+pub const DELTA_BYTES: usize = 33;
+/// Content events of the single stream. 200,000 deltas of 33 bytes are 6.6 MB of AAP session
+/// history, under its 8 MiB default cap (`max_history_bytes`), so every direction runs the
+/// same count.
+const LONG_EVENTS: u64 = 200_000;
+/// Concurrent streams of the closed loop.
+const CONCURRENCY: usize = 100;
+/// Content events of each closed-loop stream.
+const LOOP_EVENTS: u64 = 2_000;
+
+/// One upstream shape of the single-stream measurement.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    /// The figure's name: `<name> events/s`, `<name> gateway/nginx`...
+    pub name: &'static str,
+    pub chunking: Chunking,
+    pub extra_field: bool,
+}
+
+/// The event-per-chunk shape, the way the AG-UI SDKs write.
+pub const EVENT: Shape = Shape {
+    name: "1 stream, event per chunk",
+    chunking: Chunking::Event,
+    extra_field: false,
+};
+/// The same with `"ts":<ns>` in every event.
+pub const EVENT_FIELD: Shape = Shape {
+    name: "1 stream, event per chunk + unknown field",
+    chunking: Chunking::Event,
+    extra_field: true,
+};
+/// One event per chunk and per write, as an SDK's server writes while its reader keeps up.
+pub const WRITE: Shape = Shape {
+    name: "1 stream, event per chunk and per write",
+    chunking: Chunking::Write,
+    extra_field: false,
+};
+/// Many events per 16 KiB chunk.
+pub const BATCH: Shape = Shape {
+    name: "1 stream, 16 KiB chunks",
+    chunking: Chunking::Batch,
+    extra_field: false,
+};
+pub const SHAPES: [Shape; 4] = [EVENT, EVENT_FIELD, WRITE, BATCH];
+
+pub const MANY: &str = "100 streams, event per chunk";
+
+/// The figure names of a throughput measurement called `name`.
+pub fn rate(name: &str) -> String {
+    format!("{name}: events/s")
+}
+pub fn over_nginx(name: &str) -> String {
+    format!("{name}: ÷ nginx")
+}
+pub fn over_direct(name: &str) -> String {
+    format!("{name}: ÷ direct")
+}
+
+fn script(events: u64, shape: Shape) -> Script {
+    Script {
+        extra_field: shape.extra_field,
+        ..Script::unpaced(events, DELTA_BYTES, shape.chunking)
+    }
+}
+
+pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()> {
+    let long = if ctx.quick { 50_000 } else { LONG_EVENTS };
+    let loop_for = if ctx.quick {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(3)
+    };
+    let mut mocks = Vec::new();
+    for shape in SHAPES {
+        mocks.push((shape, procs::mock(&ctx.layout, &script(long, shape)).await?));
+    }
+    let multi = procs::mock(&ctx.layout, &script(LOOP_EVENTS, EVENT)).await?;
+    for run in 0..ctx.runs {
+        for (shape, mock) in &mocks {
+            let mut rates = HashMap::new();
+            for comparator in ctx.order(run) {
+                let sut = rig::start(ctx, comparator, mock.addr).await?;
+                // No warm-up stream: one stream lasts a quarter of a second at least, the
+                // first connection's setup well under a millisecond.
+                let (rate, errors) = one_stream(sut.target, long).await;
+                sut.stop().await;
+                let label = comparator.label();
+                figures.push(SCENARIO, label, &self::rate(shape.name), "events/s", rate);
+                figures.push(
+                    SCENARIO,
+                    label,
+                    &format!("{}: failed", shape.name),
+                    "streams",
+                    errors as f64,
+                );
+                println!(
+                    "  run {run} {:<42} {label:<28} {rate:>10.0} ev/s",
+                    shape.name
+                );
+                rates.insert(comparator, rate);
+            }
+            ratios(&rates, shape.name, figures, SCENARIO);
+        }
+        let mut rates = HashMap::new();
+        for comparator in ctx.order(run) {
+            let sut = rig::start(ctx, comparator, multi.addr).await?;
+            closed_loop(sut.target, CONCURRENCY, Duration::from_millis(300)).await;
+            let (rate, errors) = closed_loop(sut.target, CONCURRENCY, loop_for).await;
+            sut.stop().await;
+            let label = comparator.label();
+            figures.push(SCENARIO, label, &self::rate(MANY), "events/s", rate);
+            figures.push(
+                SCENARIO,
+                label,
+                &format!("{MANY}: failed"),
+                "streams",
+                errors as f64,
+            );
+            println!("  run {run} {MANY:<42} {label:<28} {rate:>10.0} ev/s");
+            rates.insert(comparator, rate);
+        }
+        ratios(&rates, MANY, figures, SCENARIO);
+    }
+    for (_, mock) in mocks {
+        mock.stop().await;
+    }
+    multi.stop().await;
+    Ok(())
+}
+
+/// Every proxy's rate over nginx's and over direct's of the same run.
+pub fn ratios(
+    rates: &HashMap<Comparator, f64>,
+    name: &str,
+    figures: &mut Figures,
+    scenario: &'static str,
+) {
+    for c in Comparator::ALL {
+        let Some(&r) = rates.get(&c) else {
+            continue;
+        };
+        for (base, figure) in [
+            (Comparator::Nginx, over_nginx(name)),
+            (Comparator::Direct, over_direct(name)),
+        ] {
+            if c == base || c == Comparator::Direct {
+                continue;
+            }
+            if let Some(&b) = rates.get(&base).filter(|b| **b > 0.0) {
+                figures.push(scenario, c.label(), &figure, "×", r / b);
+            }
+        }
+    }
+}
+
+/// One stream of `events`; (events/s, failed streams).
+pub async fn one_stream(target: Target, events: u64) -> (f64, u64) {
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(120),
+        client::stream(target, events, None),
+    )
+    .await;
+    let secs = started.elapsed().as_secs_f64();
+    match outcome {
+        Ok(o) if o.ok() => (o.markers as f64 / secs, 0),
+        Ok(o) => {
+            println!("  one stream failed: {}", o.error.unwrap_or_default());
+            (0.0, 1)
+        }
+        Err(_) => {
+            println!("  one stream timed out");
+            (0.0, 1)
+        }
+    }
+}
+
+/// `workers` streams at once, each followed by the next, until `duration` has passed; the
+/// streams under way then finish. (events/s over the whole wall time, failed streams).
+async fn closed_loop(target: Target, workers: usize, duration: Duration) -> (f64, u64) {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut set = JoinSet::new();
+    for _ in 0..workers {
+        set.spawn(async move {
+            let (mut events, mut errors, mut first_error) = (0u64, 0u64, None);
+            while Instant::now() < deadline {
+                let o = tokio::time::timeout(
+                    Duration::from_secs(60),
+                    client::stream(target, LOOP_EVENTS, None),
+                )
+                .await
+                .unwrap_or_else(|_| client::Outcome {
+                    error: Some("timed out".into()),
+                    ..Default::default()
+                });
+                match o.error {
+                    None => events += o.markers,
+                    Some(e) => {
+                        errors += 1;
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            (events, errors, first_error)
+        });
+    }
+    let (mut events, mut errors) = (0, 0);
+    let mut first = None;
+    while let Some(Ok((e, x, f))) = set.join_next().await {
+        events += e;
+        errors += x;
+        if first.is_none() {
+            first = f;
+        }
+    }
+    if let Some(e) = first {
+        println!("  closed loop: {errors} failed streams, first: {e}");
+    }
+    (events as f64 / started.elapsed().as_secs_f64(), errors)
+}
