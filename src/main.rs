@@ -20,17 +20,18 @@
 //! The options are read from the `malloc_conf` symbol jemalloc looks for at start-up (named
 //! `_rjem_malloc_conf`, as `tikv-jemalloc-sys` builds jemalloc with the `_rjem_` prefix);
 //! `MALLOC_CONF`-style overrides still apply through `_RJEM_MALLOC_CONF` in the environment.
-//! Only the binary uses it: the library and its tests keep the system allocator.
+//! Only the binary uses it: the library and its tests keep the system allocator. Built without
+//! the `jemalloc` feature, the binary keeps it too, for heap profilers that follow malloc.
 
 use std::process::ExitCode;
 
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's start-up options; see the module docs. A `const char *` for C: a nullable
 /// reference has a pointer's layout.
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[export_name = "_rjem_malloc_conf"]
 pub static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some(
     // SAFETY: the pointer comes from a string literal, valid and immutable for the whole run.
