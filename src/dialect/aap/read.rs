@@ -340,10 +340,10 @@ impl AapReader {
             return Ok(());
         }
         // The name from the `event:` line, else from the data (a frame some peers send).
-        let event_name = match &event.name {
-            Some(n) => n.clone(),
+        let event_name: Cow<'_, str> = match &event.name {
+            Some(n) => Cow::Borrowed(n),
             None => match data.remove("event") {
-                Some(Value::String(n)) => n,
+                Some(Value::String(n)) => Cow::Owned(n),
                 _ => {
                     notes.push(Note::Dropped(DropKind::UnknownType));
                     return Ok(());
@@ -355,7 +355,7 @@ impl AapReader {
             return Ok(());
         }
         let data = Value::Object(data);
-        match event_name.as_str() {
+        match &*event_name {
             name::TURN_START => {}
             name::TEXT_DELTA | name::THINKING_DELTA => {
                 let kind = if event_name == name::TEXT_DELTA {

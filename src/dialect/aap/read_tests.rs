@@ -11,7 +11,7 @@ fn reader(options: ReadOptions) -> AapReader {
 
 fn event(name: Option<&str>, data: &str) -> SseEvent {
     SseEvent {
-        name: name.map(str::to_owned),
+        name: name.map(Into::into),
         data: bytes::Bytes::copy_from_slice(data.as_bytes()),
     }
 }

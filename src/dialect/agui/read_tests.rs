@@ -30,7 +30,7 @@ fn new_reader() -> AguiReader {
 /// An SSE event with an optional `event:` name and raw data.
 fn sse_raw(name: Option<&str>, data: impl Into<Bytes>) -> SseEvent {
     SseEvent {
-        name: name.map(str::to_owned),
+        name: name.map(Into::into),
         data: data.into(),
     }
 }
