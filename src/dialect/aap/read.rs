@@ -1002,7 +1002,7 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
         ("delta", Scalar::Int(_)) => None,
         _ => Some(()),
     })?;
-    Some((kind, delta?))
+    Some((kind, delta?.decode()))
 }
 
 impl crate::dialect::codec::Reader for AapReader {

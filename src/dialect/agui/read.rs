@@ -69,7 +69,7 @@ impl AguiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         if self.fast_path && self.held_args.is_empty() {
-            if let Some(event) = fast::canonical_event(&sse.data, self.options) {
+            if let Some(event) = fast::canonical_event(&sse.data, self.options, &self.aliases) {
                 let first = out.len();
                 let pushed = self.chunks.push(event, &mut self.mint, out, notes);
                 self.track_open_text(&out[first..]);

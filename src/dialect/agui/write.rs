@@ -70,10 +70,14 @@ impl AguiWriter {
     }
 
     /// Appends `data: <json>\n\n` for one canonical event.
-    pub fn write(&mut self, mut event: Event, out: &mut BytesMut) {
-        if write_content(&event, out) {
-            return;
+    pub fn write(&mut self, event: Event, out: &mut BytesMut) {
+        if !self.write_content(&event, out) {
+            self.write_general(event, out);
         }
+    }
+
+    /// [`Self::write`] for any event: unknown fields folded, serialised by serde.
+    fn write_general(&mut self, mut event: Event, out: &mut BytesMut) {
         let base = event.base_mut();
         if !base.extra.is_empty() {
             let mut extra = base.extra.take();
@@ -108,6 +112,66 @@ impl AguiWriter {
         debug_assert!(encoded.is_ok(), "could not encode {event:?}");
     }
 
+    /// Writes a text, reasoning or argument delta that carries nothing but its id, delta,
+    /// timestamp and unknown fields — nearly every event of a stream — by hand: the bytes serde
+    /// and [`Self::write`]'s folding of unknown fields write, without the tagged and flattened
+    /// serialisers and the maps around them. False: not such an event; nothing written.
+    fn write_content(&self, event: &Event, out: &mut BytesMut) -> bool {
+        let (ty, id_key, id, delta, base) = match event {
+            Event::TextMessageContent(e) => (
+                "TEXT_MESSAGE_CONTENT",
+                "messageId",
+                &e.message_id,
+                &e.delta,
+                &e.base,
+            ),
+            Event::ReasoningMessageContent(e) => (
+                "REASONING_MESSAGE_CONTENT",
+                "messageId",
+                &e.message_id,
+                &e.delta,
+                &e.base,
+            ),
+            Event::ToolCallArgs(e) => (
+                "TOOL_CALL_ARGS",
+                "toolCallId",
+                &e.tool_call_id,
+                &e.delta,
+                &e.base,
+            ),
+            _ => return false,
+        };
+        if base.raw_event.is_some() || base.metadata.is_some() || base.subagent_run_id.is_some() {
+            return false;
+        }
+        let extra = base.extra.members();
+        // 1.1 keeps its one field where it is: the general path knows where.
+        if self.version == ProtocolVersion::V1_1 && extra.contains(ENCRYPTED_VALUE_TYPE) {
+            return false;
+        }
+        out.reserve(64 + id.len() + delta.len() + extra.len());
+        out.extend_from_slice(b"data: {\"type\":\"");
+        out.extend_from_slice(ty.as_bytes());
+        out.extend_from_slice(b"\",\"");
+        out.extend_from_slice(id_key.as_bytes());
+        out.extend_from_slice(b"\":");
+        json::write_str(out, id);
+        out.extend_from_slice(b",\"delta\":");
+        json::write_str(out, delta);
+        if let Some(ts) = base.timestamp {
+            out.extend_from_slice(b",\"timestamp\":");
+            json::write_int(out, ts);
+        }
+        if !extra.is_empty() && self.unknown_fields == UnknownFields::Metadata {
+            // What `fold_into` makes of them on an event without metadata.
+            out.extend_from_slice(b",\"metadata\":{\"upstream\":{");
+            out.extend_from_slice(extra.as_bytes());
+            out.extend_from_slice(b"}}");
+        }
+        out.extend_from_slice(b"}\n\n");
+        true
+    }
+
     fn fold_message(&self, message: &mut Message) {
         if let (Message::Assistant(m), ProtocolVersion::V1_0) = (&mut *message, self.version) {
             for call in m.tool_calls.iter_mut().flatten() {
@@ -140,58 +204,6 @@ impl AguiWriter {
             ProtocolVersion::V1_0 => None,
         }
     }
-}
-
-/// Writes a text, reasoning or argument delta that carries nothing but its id, delta and
-/// timestamp — nearly every event of a stream — by hand: the bytes serde writes, without the
-/// tagged and flattened serialisers around them. False: not such an event; nothing written.
-fn write_content(event: &Event, out: &mut BytesMut) -> bool {
-    let (ty, id_key, id, delta, base) = match event {
-        Event::TextMessageContent(e) => (
-            "TEXT_MESSAGE_CONTENT",
-            "messageId",
-            &e.message_id,
-            &e.delta,
-            &e.base,
-        ),
-        Event::ReasoningMessageContent(e) => (
-            "REASONING_MESSAGE_CONTENT",
-            "messageId",
-            &e.message_id,
-            &e.delta,
-            &e.base,
-        ),
-        Event::ToolCallArgs(e) => (
-            "TOOL_CALL_ARGS",
-            "toolCallId",
-            &e.tool_call_id,
-            &e.delta,
-            &e.base,
-        ),
-        _ => return false,
-    };
-    if base.raw_event.is_some()
-        || base.metadata.is_some()
-        || base.subagent_run_id.is_some()
-        || !base.extra.is_empty()
-    {
-        return false;
-    }
-    out.reserve(64 + id.len() + delta.len());
-    out.extend_from_slice(b"data: {\"type\":\"");
-    out.extend_from_slice(ty.as_bytes());
-    out.extend_from_slice(b"\",\"");
-    out.extend_from_slice(id_key.as_bytes());
-    out.extend_from_slice(b"\":");
-    json::write_str(out, id);
-    out.extend_from_slice(b",\"delta\":");
-    json::write_str(out, delta);
-    if let Some(ts) = base.timestamp {
-        out.extend_from_slice(b",\"timestamp\":");
-        json::write_int(out, ts);
-    }
-    out.extend_from_slice(b"}\n\n");
-    true
 }
 
 /// Moves unknown fields under `metadata.upstream`.
@@ -255,6 +267,31 @@ mod tests {
             let mut general = BytesMut::new();
             sse::encode_json(&mut general, None, &event).unwrap();
             assert_eq!(write(UnknownFields::Metadata, v).as_bytes(), &general[..]);
+        }
+    }
+
+    #[test]
+    fn content_events_with_unknown_fields_are_written_as_the_general_path_writes_them() {
+        for policy in [UnknownFields::Metadata, UnknownFields::Drop] {
+            for version in [ProtocolVersion::V1_0, ProtocolVersion::V1_1] {
+                for v in [
+                    json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1_732_460_000_000_000_000_u64}),
+                    json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","timestamp":5,"model":"g\"pt","n":[1,{"a":null}]}),
+                    json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"","encryptedValueType":"x","k":1}),
+                ] {
+                    let event: Event = serde_json::from_value(v.clone()).unwrap();
+                    let mut writer = AguiWriter::new(policy).with_version(version);
+                    let mut general = BytesMut::new();
+                    writer.write_general(event.clone(), &mut general);
+                    let mut out = BytesMut::new();
+                    writer.write(event, &mut out);
+                    assert_eq!(
+                        String::from_utf8_lossy(&out),
+                        String::from_utf8_lossy(&general),
+                        "{policy:?} {version:?}"
+                    );
+                }
+            }
         }
     }
 

@@ -444,11 +444,14 @@ impl HaiReader {
     }
 
     /// A `BUSINESS_DATA_CONTENT` of an open message whose delta is one plain text output and
-    /// which carries nothing else — nearly every event of an answer — read without building
-    /// JSON trees. `None`: anything else, which [`Self::business_content`] reads (to the same
-    /// event for what this accepts; tested).
+    /// which carries nothing else the general path reads — nearly every event of an answer —
+    /// read without building JSON trees. `None`: anything else, which
+    /// [`Self::business_content`] reads (to the same event for what this accepts; tested).
     fn plain_text(&self, data: &[u8]) -> Option<Event> {
         const PREFIX: &str = r#"{"output":{"type":"text","content":"#;
+        // The delta's text as it stands inside its JSON string, around text without escapes.
+        const ESCAPED_PREFIX: &str = r#"{\"output\":{\"type\":\"text\",\"content\":\""#;
+        const ESCAPED_SUFFIX: &str = r#"\"}}"#;
         if !self.text_is_text {
             return None;
         }
@@ -459,25 +462,49 @@ impl HaiReader {
                 ("messageId", Scalar::Str(s)) => id.replace(s).is_none(),
                 ("delta", Scalar::Str(s)) => delta.replace(s).is_none(),
                 ("timestamp", Scalar::Int(n)) => timestamp.replace(n).is_none(),
-                // Ignored by the general path too (a content event's role is its start's).
-                ("role", Scalar::Str(_)) => true,
-                _ => false,
+                // What the general path reads, in any other shape.
+                (
+                    "type"
+                    | "messageId"
+                    | "delta"
+                    | "timestamp"
+                    | extension::MEMBER
+                    | "layout"
+                    | "blockId"
+                    | "style",
+                    _,
+                ) => false,
+                // Ignored by the general path too: a content event's role is its start's, and
+                // a field HAI does not define carries nothing a client reads.
+                _ => true,
             };
             fresh.then_some(())
         })?;
-        let id = id.filter(|id| !id.is_empty())?;
-        if ty? != "BUSINESS_DATA_CONTENT" || !self.open.iter().any(|o| o.id == id) {
+        let id = id?.decode();
+        if id.is_empty() || ty?.plain()? != "BUSINESS_DATA_CONTENT" {
             return None;
         }
-        if !self.timestamps.keeps(timestamp) {
+        if !self.open.iter().any(|o| o.id == *id) || !self.timestamps.keeps(timestamp) {
             return None;
         }
         let delta = delta?;
-        let text = delta.strip_prefix(PREFIX)?.strip_suffix("}}")?;
-        let text = json::str_literal(text)?;
+        let inner = delta
+            .raw()
+            .strip_prefix(ESCAPED_PREFIX)
+            .and_then(|rest| rest.strip_suffix(ESCAPED_SUFFIX))
+            .filter(|text| !text.contains('\\'));
+        let text = match inner {
+            // No escape at either level: the text is what stands there.
+            Some(text) => text.to_owned(),
+            None => {
+                let delta = delta.decode();
+                let literal = delta.strip_prefix(PREFIX)?.strip_suffix("}}")?;
+                json::str_literal(literal)?.into_owned()
+            }
+        };
         Some(Event::TextMessageContent(TextMessageContent {
             message_id: id.into_owned(),
-            delta: text.into_owned(),
+            delta: text,
             base: EventBase {
                 timestamp,
                 ..EventBase::default()
@@ -788,6 +815,12 @@ mod tests {
             r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b""#,
             r#","delta":"{\"output\":{\"type\":\"think\",\"data\":{\"content\":\"hm\"}}}""#,
             r#","delta":"just text""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","ts":1732460000000000000,"role":"assistant""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"tab\\t\"}}","ts":"x\n""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","agui":7"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","layout":"l""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","timestamp":"1760000000000""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"} }""#,
         ] {
             stream.push_str(&content(extra));
         }
@@ -798,6 +831,54 @@ mod tests {
         let (fast, slow) = (read(&stream, true), read(&stream, false));
         assert_eq!(fast, slow);
         assert!(fast.0.len() > 10, "{:?}", fast.0);
+    }
+
+    #[test]
+    fn plain_text_deltas_with_fields_hai_does_not_define_take_the_fast_path() {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let mut reader = HaiReader::new(
+            &ids,
+            &Mappings::builtin(),
+            ReaderOptions::default(),
+            &HaiOptions::default(),
+            [],
+        );
+        reader.open.push(Open {
+            id: "m1".into(),
+            thinking: false,
+            wrapper: false,
+        });
+        let delta = r#""{\"output\":{\"type\":\"text\",\"content\":\"hé \\\"q\\\"\"}}""#;
+        for (fields, text) in [
+            (r#""ts":1732460000000000000"#, "hé \"q\""),
+            (r#""role":"assistant","model":"m""#, "hé \"q\""),
+        ] {
+            let data = format!(
+                r#"{{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":{delta},{fields}}}"#
+            );
+            let Some(Event::TextMessageContent(e)) = reader.plain_text(data.as_bytes()) else {
+                panic!("declined {data}");
+            };
+            assert_eq!(e.delta, text);
+        }
+        let plain = r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","ts":5}"#;
+        let Some(Event::TextMessageContent(e)) = reader.plain_text(plain.as_bytes()) else {
+            panic!("declined {plain}");
+        };
+        assert_eq!(e.delta, "plain");
+        for declined in [
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b"}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m9","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}"}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","ts":{"a":1}}"#,
+        ] {
+            assert!(
+                reader.plain_text(declined.as_bytes()).is_none(),
+                "{declined}"
+            );
+        }
     }
 }
 
