@@ -318,6 +318,35 @@ pub fn write_int(out: &mut BytesMut, n: i64) {
     out.extend_from_slice(format_int(&mut buf, n));
 }
 
+/// Whether `s` is written as a JSON string without any escape (nothing but its quotes around
+/// it).
+pub fn is_plain(s: &str) -> bool {
+    plain_len(s.as_bytes()) == s.len()
+}
+
+/// The digits of the last integer written, kept for the next: the events of one upstream read
+/// share the clock's reading, so a writer that stamps every event formats it once per read.
+#[derive(Debug, Clone, Default)]
+pub struct IntText {
+    value: Option<i64>,
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl IntText {
+    /// Appends `n` as JSON, formatting it only when it differs from the last.
+    pub fn write(&mut self, out: &mut BytesMut, n: i64) {
+        if self.value != Some(n) {
+            let mut buf = [0; 20];
+            let len = format_int(&mut buf, n).len();
+            self.start = 20 - len;
+            self.digits = buf;
+            self.value = Some(n);
+        }
+        out.extend_from_slice(&self.digits[self.start..]);
+    }
+}
+
 /// Formats `n` into `buf` (20 bytes hold any i64), returning the digits.
 fn format_int(buf: &mut [u8; 20], n: i64) -> &[u8] {
     let mut i = buf.len();
@@ -494,9 +523,23 @@ mod tests {
             write_str(&mut out, s);
             assert_eq!(&out[..], serde_json::to_string(s).unwrap().as_bytes());
         }
-        for n in [0, 7, -1, 1_700_000_000_000, i64::MAX, i64::MIN] {
+        let mut cached = IntText::default();
+        for n in [
+            0,
+            7,
+            7,
+            -1,
+            1_700_000_000_000,
+            i64::MAX,
+            i64::MAX,
+            i64::MIN,
+            0,
+        ] {
             let mut out = BytesMut::new();
             write_int(&mut out, n);
+            assert_eq!(&out[..], json!(n).to_string().as_bytes());
+            out.clear();
+            cached.write(&mut out, n);
             assert_eq!(&out[..], json!(n).to_string().as_bytes());
         }
     }
