@@ -51,6 +51,56 @@ pub struct EventBase {
     /// Unknown fields, kept verbatim. A strict writer folds them into `metadata`.
     #[serde(flatten)]
     pub extra: Extra,
+    /// The JSON the event was read from, while nothing has changed it (see [`Source`]).
+    #[serde(skip)]
+    pub source: Source,
+}
+
+/// The upstream's JSON of an event that is still exactly as it was read: an AG-UI writer
+/// forwards these bytes instead of encoding the event again (`benches/codec.rs`: encoding is
+/// a sixth of an AG-UI → AG-UI event's cost). Only the AG-UI reader's fast path sets it, on a
+/// content delta without unknown fields (one line of JSON that decodes to exactly the event);
+/// whatever changes such an event must change a field a writer checks before forwarding (its
+/// lane, metadata, unknown fields), and `debug` builds check every forwarded event against its
+/// encoding.
+///
+/// Not part of the event's value: it compares equal to any other, and a clone has none, so a
+/// copy changed apart from its original never forwards stale bytes, and an event kept for later
+/// never keeps an upstream read buffer alive.
+#[derive(Default)]
+pub struct Source(Option<bytes::Bytes>);
+
+impl Source {
+    pub fn new(json: bytes::Bytes) -> Source {
+        Source(Some(json))
+    }
+
+    /// The JSON, if the event still has it.
+    pub fn json(&self) -> Option<&[u8]> {
+        self.0.as_deref()
+    }
+}
+
+impl Clone for Source {
+    fn clone(&self) -> Source {
+        Source(None)
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, _: &Source) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Source(..)"
+        } else {
+            "Source(-)"
+        })
+    }
 }
 
 /// An event's unknown fields, kept as the compact JSON text of their members (`"ts":1,"k":"v"`,

@@ -370,3 +370,57 @@ pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsup
     pipeline.end(&mut out);
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agui(input: &str) -> String {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let spec = PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids);
+        String::from_utf8(translate_all(spec, input.as_bytes()).unwrap().to_vec()).unwrap()
+    }
+
+    /// AG-UI → AG-UI forwards the bytes of a delta the pipeline leaves as it is, and encodes
+    /// again what it changes: here, the delta of a message a subagent opened takes its lane.
+    #[test]
+    fn unchanged_deltas_keep_their_bytes_and_changed_ones_are_encoded_again() {
+        let delta = r#"{"messageId":"m", "delta":"a\u0062", "type":"TEXT_MESSAGE_CONTENT"}"#;
+        let lane_delta = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x"}"#;
+        let input = [
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+            delta,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"s1","subagentRunId":"sub"}"#,
+            lane_delta,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"s1"}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+        ]
+        .map(|data| format!("data: {data}\n\n"))
+        .concat();
+        let out = agui(&input);
+        assert!(out.contains(&format!("data: {delta}\n\n")), "{out}");
+        assert!(!out.contains(lane_delta), "{out}");
+        assert!(
+            out.contains(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x","subagentRunId":"sub"}"#),
+            "{out}"
+        );
+    }
+
+    /// A delta whose data came in several `data:` lines is written as one.
+    #[test]
+    fn a_multi_line_delta_is_written_on_one_line() {
+        let input = "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\ndata: \"messageId\":\"m\",\"delta\":\"x\"}\n\n";
+        let out = agui(input);
+        assert!(
+            out.contains(
+                "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"x\"}\n\n"
+            ),
+            "{out}"
+        );
+    }
+}

@@ -7,10 +7,13 @@
 //! them, without leaving the fast path. Measured with `benches/codec.rs` (`text-60B+field`):
 //! the slow path costs several times the whole pipeline's work for such an event.
 
+use bytes::Bytes;
+
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use crate::event::{
-    Event, EventBase, EventType, Extra, ReasoningMessageContent, TextMessageContent, ToolCallArgs,
+    Event, EventBase, EventType, Extra, ReasoningMessageContent, Source, TextMessageContent,
+    ToolCallArgs,
 };
 use crate::json::{for_each_field, Scalar};
 use crate::mapping::AguiAliases;
@@ -23,8 +26,11 @@ const MAX_UNKNOWN_FIELDS: usize = 8;
 /// empty optional ids, a plausible integer timestamp, valid patch paths, no vendor signal) —
 /// needs no generic JSON tree. `None` sends the event down the slow path, which gives the same
 /// result for everything this accepts (tested: `fast_and_slow_paths_agree`).
+///
+/// A content delta without unknown fields keeps `data` as its [`Source`], so an AG-UI writer
+/// can forward it as it came.
 pub(super) fn canonical_event(
-    data: &[u8],
+    data: &Bytes,
     options: ReaderOptions,
     aliases: &AguiAliases,
 ) -> Option<Event> {
@@ -84,7 +90,7 @@ enum Content {
 /// `type`, and the flattened base fields buffer it once more. Not such an event, or not in this
 /// plain shape (a field the slow path would repair or rename, a nested value, a key twice):
 /// the general decoder takes it.
-fn content_event(data: &[u8], options: ReaderOptions, aliases: &AguiAliases) -> Content {
+fn content_event(data: &Bytes, options: ReaderOptions, aliases: &AguiAliases) -> Content {
     let (mut ty, mut message_id, mut tool_call_id, mut delta, mut timestamp) =
         (None, None, None, None, None);
     // Unknown fields: their keys (to refuse one twice) and their members text.
@@ -117,9 +123,9 @@ fn content_event(data: &[u8], options: ReaderOptions, aliases: &AguiAliases) -> 
         };
         fresh.then_some(())
     });
-    if flat.is_none() {
+    let Some(compact) = flat else {
         return Content::Other;
-    }
+    };
     let ty = match ty.and_then(|ty| ty.plain()) {
         Some("TEXT_MESSAGE_CONTENT") => EventType::TextMessageContent,
         Some("REASONING_MESSAGE_CONTENT") => EventType::ReasoningMessageContent,
@@ -136,9 +142,16 @@ fn content_event(data: &[u8], options: ReaderOptions, aliases: &AguiAliases) -> 
     let (Some(delta), false, true) = (delta, aliased, options.timestamps.keeps(timestamp)) else {
         return Content::Refused;
     };
+    let source = if unknown == 0 && (compact || memchr::memchr(b'\n', data).is_none()) {
+        // One line of JSON (several `data:` lines join with LF), exactly the event.
+        Source::new(data.clone())
+    } else {
+        Source::default()
+    };
     let base = EventBase {
         timestamp,
         extra: Extra::from_members(members),
+        source,
         ..EventBase::default()
     };
     let delta = delta.into_owned();

@@ -145,6 +145,20 @@ impl AguiWriter {
             return false;
         }
         let extra = base.extra.members();
+        if let (Some(json), true) = (base.source.json(), extra.is_empty()) {
+            // Read as it is and unchanged since: what it came as is what this would write, up
+            // to spelling (key order, spaces, escapes), which JSON leaves to the writer.
+            debug_assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(json).ok(),
+                serde_json::to_value(event).ok(),
+                "a forwarded event differs from its encoding"
+            );
+            out.reserve(8 + json.len());
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(json);
+            out.extend_from_slice(b"\n\n");
+            return true;
+        }
         // 1.1 keeps its one field where it is: the general path knows where.
         if self.version == ProtocolVersion::V1_1 && extra.contains(ENCRYPTED_VALUE_TYPE) {
             return false;
@@ -226,6 +240,7 @@ impl crate::dialect::codec::Writer for AguiWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Source;
     use serde_json::json;
 
     fn write(policy: UnknownFields, v: Value) -> String {
@@ -326,6 +341,35 @@ mod tests {
         assert_eq!(
             v["messages"][0],
             json!({"id":"1","role":"user","content":"x","metadata":{"upstream":{"mood":"ok"}}})
+        );
+    }
+
+    #[test]
+    fn an_event_still_as_read_is_forwarded_as_it_came() {
+        let json = r#"{ "delta":"h\u00e9", "type":"TEXT_MESSAGE_CONTENT","messageId":"m" }"#;
+        let event = || {
+            let mut event: Event = serde_json::from_str(json).unwrap();
+            event.base_mut().source = Source::new(bytes::Bytes::from_static(json.as_bytes()));
+            event
+        };
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(event(), &mut out);
+        assert_eq!(out, format!("data: {json}\n\n").as_bytes());
+        // Changed since it was read: encoded again.
+        let mut moved = event();
+        moved.base_mut().subagent_run_id = Some("s".into());
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(moved, &mut out);
+        assert_eq!(
+            payload(std::str::from_utf8(&out).unwrap()),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hé","subagentRunId":"s"})
+        );
+        // A copy has no source.
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(event().clone(), &mut out);
+        assert_eq!(
+            out,
+            &b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"h\xc3\xa9\"}\n\n"[..]
         );
     }
 
