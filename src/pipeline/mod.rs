@@ -316,8 +316,16 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// Steps every event the reader produced (the buffer is kept for reuse).
     fn step_read(&mut self, out: &mut BytesMut) {
         let mut events = std::mem::take(&mut self.read_out);
-        for event in events.drain(..) {
-            self.step(Input::Event(event), out);
+        for mut event in events.drain(..) {
+            // A delta of an open message or call — nearly every event — goes straight to the
+            // writer: the same as stepping it, without moving the event through the guard's
+            // output (events are large; `benches/codec.rs`).
+            if self.sequencer.continues(&mut event) {
+                self.write(event, out);
+                self.count_notes();
+            } else {
+                self.step(Input::Event(event), out);
+            }
         }
         self.read_out = events;
     }
@@ -330,21 +338,37 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         if self.failure.is_none() {
             self.failure = self.sequencer.failure();
         }
-        let mut refused = None;
-        for event in self.seq_out.drain(..) {
-            if refused.is_some() {
+        let mut events = std::mem::take(&mut self.seq_out);
+        let mut drained = events.drain(..);
+        for event in drained.by_ref() {
+            if !self.write(event, out) {
                 break;
             }
-            self.stats.events_out += 1;
-            refused = self.writer.write(event, out).err();
-            self.writer.take_notes(&mut self.notes);
         }
-        self.seq_out.clear();
-        if let Some(failure) = refused {
-            // The client's dialect cannot carry the run further (a bound of the writer): the
-            // sequencer ends it like an upstream failure, and the writer writes that end.
-            self.step(Input::UpstreamFailed(failure), out);
+        drop(drained);
+        self.seq_out = events;
+        self.count_notes();
+    }
+
+    /// Writes one event the guard let through; false when the writer refused it (a bound of
+    /// the client's dialect), after the run was ended for it.
+    fn write(&mut self, event: crate::event::Event, out: &mut BytesMut) -> bool {
+        self.stats.events_out += 1;
+        let refused = self.writer.write(event, out).err();
+        self.writer.take_notes(&mut self.notes);
+        match refused {
+            None => true,
+            Some(failure) => {
+                // The client's dialect cannot carry the run further: the sequencer ends it
+                // like an upstream failure, and the writer writes that end.
+                self.step(Input::UpstreamFailed(failure), out);
+                false
+            }
         }
+    }
+
+    /// Counts the notes of the last step.
+    fn count_notes(&mut self) {
         for note in self.notes.drain(..) {
             match self.note_counts.iter_mut().find(|(n, _)| *n == note) {
                 Some((_, count)) => *count += 1,
