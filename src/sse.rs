@@ -165,6 +165,9 @@ impl SseDecoder {
                 }
                 self.skip_lf = false;
             }
+            if let Some(item) = self.single_line_event(buf)? {
+                return Ok(Some(item));
+            }
             if buf.first() == Some(&b'\n') {
                 // A blank line (nearly always the end of an event, right after its data line):
                 // no search needed.
@@ -199,6 +202,37 @@ impl SseDecoder {
                 return Ok(Some(item));
             }
         }
+    }
+
+    /// The event nearly every producer sends, read at once: `data: ` and one line, then the
+    /// blank line (LF line ends), with no name or data pending. `None`: anything else, which
+    /// the line by line reading takes.
+    fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
+        const PREFIX: &[u8] = b"data: ";
+        if self.framing != Framing::Sse
+            || self.name.is_some()
+            || self.data_first.is_some()
+            || self.data_joined.is_some()
+            || !buf.starts_with(PREFIX)
+        {
+            return Ok(None);
+        }
+        let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[PREFIX.len()..]) else {
+            return Ok(None);
+        };
+        let end = PREFIX.len() + len;
+        if len == 0 || buf[end] != b'\n' || buf.get(end + 1) != Some(&b'\n') {
+            return Ok(None);
+        }
+        self.check_size(end)?;
+        buf.advance(PREFIX.len());
+        let data = buf.split_to(len).freeze();
+        buf.advance(2);
+        self.scan_from = 0;
+        if &data[..] == b"[DONE]" {
+            return Ok(Some(SseItem::Done));
+        }
+        Ok(Some(SseItem::Event(SseEvent { name: None, data })))
     }
 
     /// After the last chunk: decodes what is left, including a final line without its end
