@@ -24,7 +24,9 @@ use bytes::BytesMut;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scalar<'a> {
     Str(JsonStr<'a>),
-    Int(i64),
+    /// An integer and its text (which is what serde_json writes for it: the grammar refuses
+    /// leading zeros, `-0`, fractions and exponents).
+    Int(i64, &'a str),
 }
 
 /// A string value as it stands in the JSON text, already checked (escapes, surrogates, control
@@ -96,11 +98,7 @@ impl Scalar<'_> {
     pub fn write_canonical(self, out: &mut String) {
         match self {
             Scalar::Str(s) => s.write_canonical(out),
-            Scalar::Int(n) => {
-                let mut buf = [0; 20];
-                // Digits and a sign: ASCII.
-                out.push_str(std::str::from_utf8(format_int(&mut buf, n)).unwrap_or_default());
-            }
+            Scalar::Int(_, text) => out.push_str(text),
         }
     }
 }
@@ -140,7 +138,7 @@ pub fn for_each_field<'a>(
             (Scalar::Str(s), after)
         } else {
             let (n, after) = integer(bytes, at)?;
-            (Scalar::Int(n), after)
+            (Scalar::Int(n, &text[at..after]), after)
         };
         field(key, value)?;
         at = skip_ws(text, after, &mut spaces);
@@ -175,20 +173,24 @@ fn skip_ws(text: &str, mut at: usize, skipped: &mut usize) -> usize {
 /// index just past it.
 #[inline]
 fn string(text: &str, at: usize) -> Option<(JsonStr<'_>, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.get(at) != Some(&b'"') {
+    if text.as_bytes().get(at) != Some(&b'"') {
         return None;
     }
-    let start = at + 1;
+    let (end, escaped) = string_end(text.as_bytes(), at + 1)?;
+    let raw = &text[at + 1..end];
+    Some((JsonStr { raw, escaped }, end + 1))
+}
+
+/// Where the string whose body starts at `bytes[start]` ends (its closing quote), checked as
+/// serde_json checks it (UTF-8 aside), and whether it holds an escape.
+#[inline]
+fn string_end(bytes: &[u8], start: usize) -> Option<(usize, bool)> {
     let mut i = start;
     let mut escaped = false;
     loop {
         i += plain_len(&bytes[i..]);
         match bytes.get(i)? {
-            b'"' => {
-                let raw = &text[start..i];
-                return Some((JsonStr { raw, escaped }, i + 1));
-            }
+            b'"' => return Some((i, escaped)),
             b'\\' => {
                 let (_, len) = escape(&bytes[i..])?;
                 escaped = true;
@@ -197,6 +199,95 @@ fn string(text: &str, at: usize) -> Option<(JsonStr<'_>, usize)> {
             // A control character: not allowed raw inside a string.
             _ => return None,
         }
+    }
+}
+
+/// Reads a JSON object laid out exactly as the caller expects — nearly every event of a stream
+/// comes from the same code and has the same keys in the same order, without whitespace — at
+/// the cost of comparing bytes: the layout's fixed text is compared whole, only its strings
+/// and integers are scanned. Any difference gives `None`, and the caller reads the event the
+/// general way ([`for_each_field`]). Strings are checked as [`for_each_field`] checks them;
+/// the fixed text is the caller's, who keeps it valid JSON.
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor { bytes: data, at: 0 }
+    }
+
+    /// Steps over `text`, which must come next.
+    #[inline]
+    pub fn expect(&mut self, text: &[u8]) -> Option<()> {
+        self.accept(text).then_some(())
+    }
+
+    /// Steps over `text` if it comes next.
+    #[inline]
+    pub fn accept(&mut self, text: &[u8]) -> bool {
+        let next = self.bytes[self.at..].starts_with(text);
+        if next {
+            self.at += text.len();
+        }
+        next
+    }
+
+    /// The rest of a string whose opening quote the cursor just stepped over, and its closing
+    /// quote.
+    pub fn string_rest(&mut self) -> Option<JsonStr<'a>> {
+        let (end, escaped) = string_end(self.bytes, self.at)?;
+        let raw = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        self.at = end + 1;
+        Some(JsonStr { raw, escaped })
+    }
+
+    /// Inside a string: the text up to the first byte that is escaped or ends it, which stays
+    /// next.
+    pub fn plain_run(&mut self) -> Option<&'a str> {
+        let len = plain_len(&self.bytes[self.at..]);
+        let run = std::str::from_utf8(&self.bytes[self.at..self.at + len]).ok()?;
+        self.at += len;
+        Some(run)
+    }
+
+    /// An integer, as [`for_each_field`] reads one.
+    pub fn integer(&mut self) -> Option<i64> {
+        let (n, end) = integer(self.bytes, self.at)?;
+        self.at = end;
+        Some(n)
+    }
+
+    /// One more member of a flat object, `,"key":value` (a string or an integer), as
+    /// [`for_each_field`] reads it: its key (without escapes) and value. `None` when the
+    /// object does not go on so.
+    pub fn member(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+        let start = self.at;
+        let member = self.member_at();
+        if member.is_none() {
+            self.at = start;
+        }
+        member
+    }
+
+    fn member_at(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+        self.expect(b",\"")?;
+        let key = self.string_rest()?.plain()?;
+        self.expect(b":")?;
+        if self.accept(b"\"") {
+            return Some((key, Scalar::Str(self.string_rest()?)));
+        }
+        let (n, end) = integer(self.bytes, self.at)?;
+        let text = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        self.at = end;
+        Some((key, Scalar::Int(n, text)))
+    }
+
+    /// Whether the text ends here.
+    pub fn at_end(&self) -> bool {
+        self.at == self.bytes.len()
     }
 }
 
@@ -248,24 +339,27 @@ fn integer(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
     let negative = bytes.get(at) == Some(&b'-');
     let first = at + usize::from(negative);
     let mut i = first;
-    let mut n: i64 = 0;
+    // Nineteen digits always fit a u64; the sign and the i64 range are checked once after.
+    let mut magnitude: u64 = 0;
     while let Some(&d @ b'0'..=b'9') = bytes.get(i) {
-        let digit = i64::from(d - b'0');
-        n = n.checked_mul(10)?;
-        n = if negative {
-            n.checked_sub(digit)?
-        } else {
-            n.checked_add(digit)?
-        };
+        if i - first == 19 {
+            return None;
+        }
+        magnitude = magnitude * 10 + u64::from(d - b'0');
         i += 1;
     }
     let digits = i - first;
-    if digits == 0 || (digits > 1 && bytes[first] == b'0') || (negative && n == 0) {
+    if digits == 0 || (digits > 1 && bytes[first] == b'0') || (negative && magnitude == 0) {
         return None;
     }
     if matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) {
         return None;
     }
+    let n = if negative {
+        0i64.checked_sub_unsigned(magnitude)?
+    } else {
+        i64::try_from(magnitude).ok()?
+    };
     Some((n, i))
 }
 
@@ -347,20 +441,27 @@ impl IntText {
     }
 }
 
-/// Formats `n` into `buf` (20 bytes hold any i64), returning the digits.
+/// Formats `n` into `buf` (20 bytes hold any i64), returning the digits: two at a time, as
+/// every event of a HAI or timestamped stream carries one.
 fn format_int(buf: &mut [u8; 20], n: i64) -> &[u8] {
+    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
     let mut i = buf.len();
-    let negative = n < 0;
     let mut v = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     }
-    if negative {
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    if n < 0 {
         i -= 1;
         buf[i] = b'-';
     }
@@ -377,7 +478,7 @@ mod tests {
         for_each_field(data.as_bytes(), |k, v| {
             let v = match v {
                 Scalar::Str(s) => Value::from(s.into_owned()),
-                Scalar::Int(n) => Value::from(n),
+                Scalar::Int(n, _) => Value::from(n),
             };
             out.push((k.to_owned(), v));
             Some(())
@@ -411,6 +512,33 @@ mod tests {
         assert_eq!(read(r#"{}"#), Some(true));
         for spaced in [r#"{"a": "x"}"#, "{\"a\":1\n}", " {}", "{}\t", "{\r\"a\":1}"] {
             assert_eq!(read(spaced), Some(false), "{spaced:?}");
+        }
+    }
+
+    #[test]
+    fn a_cursor_reads_what_for_each_field_reads_in_the_layout_it_expects() {
+        let data = br#"{"type":"T","n":-7,"s":"a\"b","x":{}}"#;
+        let mut c = Cursor::new(data);
+        c.expect(br#"{"type":""#).unwrap();
+        assert_eq!(c.plain_run(), Some("T"));
+        c.expect(b"\"").unwrap();
+        assert!(matches!(c.member(), Some(("n", Scalar::Int(-7, "-7")))));
+        let Some(("s", Scalar::Str(s))) = c.member() else {
+            panic!()
+        };
+        assert_eq!(s.decode(), "a\"b");
+        // Not a flat member: nothing is consumed.
+        assert!(c.member().is_none());
+        assert!(c.accept(br#","x":{}}"#) && c.at_end());
+        for bad in [
+            &br#"{"a":"x"#[..],
+            br#"{"a":"\q"}"#,
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":\"\x01\"}",
+        ] {
+            let mut c = Cursor::new(bad);
+            c.expect(br#"{"a":""#).unwrap();
+            assert!(c.string_rest().is_none(), "{bad:?}");
         }
     }
 

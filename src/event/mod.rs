@@ -113,8 +113,8 @@ pub struct Extra(Option<Box<str>>);
 impl Extra {
     /// Fields whose members text is `members`: compact JSON members as serde_json writes them
     /// (`"k":v` joined by `,`), each key once. The caller vouches for that.
-    pub(crate) fn from_members(members: String) -> Extra {
-        Extra((!members.is_empty()).then(|| members.into_boxed_str()))
+    pub(crate) fn from_members(members: &str) -> Extra {
+        Extra((!members.is_empty()).then(|| Box::from(members)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,7 +162,7 @@ impl From<Map<String, Value>> for Extra {
             .strip_prefix('{')
             .and_then(|t| t.strip_suffix('}'))
             .unwrap_or_default();
-        Extra::from_members(members.to_owned())
+        Extra::from_members(members)
     }
 }
 

@@ -999,7 +999,7 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
     let mut delta = None;
     for_each_field(&event.data, |key, value| match (key, value) {
         ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
-        ("delta", Scalar::Int(_)) => None,
+        ("delta", Scalar::Int(..)) => None,
         _ => Some(()),
     })?;
     Some((kind, delta?.decode()))

@@ -44,11 +44,13 @@ pub struct AguiReader {
     scratch: Vec<Event>,
     /// Decode well-formed 1.0 events straight into their type (see `fast::read`).
     fast_path: bool,
+    fast: fast::Scratch,
 }
 
 impl AguiReader {
     pub fn new(ids: &RunIds, aliases: Arc<AguiAliases>, options: ReaderOptions) -> AguiReader {
         AguiReader {
+            fast: fast::Scratch::new(&aliases),
             aliases,
             options,
             mint: IdMint::new(&ids.run_id),
@@ -70,7 +72,7 @@ impl AguiReader {
     ) -> Result<(), Failure> {
         if self.fast_path && self.held_args.is_empty() {
             let first = out.len();
-            if fast::read(&sse.data, self.options, &self.aliases, out) {
+            if fast::read(&sse.data, self.options, &mut self.fast, out) {
                 let mut pushed = Ok(());
                 if !self.chunks.passes(&out[first]) {
                     if let Some(event) = out.pop() {

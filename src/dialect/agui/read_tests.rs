@@ -1654,6 +1654,13 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"CUSTOM","name":"n","value":{"snake_key":1}}),
         json!({"type":"RAW","event":{"thread_id":1},"source":"s"}),
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1_732_460_000_000_000_000_u64}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","timestamp":1_700_000_000_000_i64,"messageId":"m","delta":"py"}),
+        json!({"type":"TOOL_CALL_ARGS","timestamp":1_700_000_000_000_i64,"toolCallId":"c","delta":"{}","k":"v\n"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","timestamp":5,"messageId":"m","delta":"early"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1,"content":"c"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","timestamp":1_700_000_000_000_i64,"timestamp":1_700_000_000_001_i64}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"x","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}),
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","model":"g\"p\u{1}t/é","n":-3,"ts":1}),
         json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z","content":"c","timestamp":1_700_000_000_000_i64}),
         json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","args":"a"}),
@@ -1697,7 +1704,7 @@ fn fast_and_slow_paths_agree() {
 /// goes there.
 #[test]
 fn content_events_with_unknown_fields_take_the_fast_path() {
-    let aliases = AguiAliases::builtin();
+    let mut scratch = fast::Scratch::new(&AguiAliases::builtin());
     let options = ReaderOptions::default();
     for (data, extra) in [
         (
@@ -1715,7 +1722,7 @@ fn content_events_with_unknown_fields_take_the_fast_path() {
     ] {
         let mut out = Vec::new();
         assert!(
-            fast::read(&Bytes::from(data), options, &aliases, &mut out),
+            fast::read(&Bytes::from(data), options, &mut scratch, &mut out),
             "declined {data}"
         );
         assert_eq!(Value::Object(out[0].base().extra.to_map()), extra, "{data}");
@@ -1732,7 +1739,7 @@ fn content_events_with_unknown_fields_take_the_fast_path() {
         r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":-0}"#,
     ] {
         assert!(
-            !fast::read(&Bytes::from(data), options, &aliases, &mut Vec::new()),
+            !fast::read(&Bytes::from(data), options, &mut scratch, &mut Vec::new()),
             "{data}"
         );
     }

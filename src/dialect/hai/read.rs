@@ -455,25 +455,32 @@ impl HaiReader {
         if !self.text_is_text {
             return None;
         }
+        if let Some((id, text, timestamp)) = plain_text_layout(data) {
+            let id = id.decode();
+            if id.is_empty()
+                || !self.open.iter().any(|o| o.id == *id)
+                || !self.timestamps.keeps(timestamp)
+            {
+                return None;
+            }
+            return Some(Event::TextMessageContent(TextMessageContent {
+                message_id: id.into_owned(),
+                delta: text.to_owned(),
+                base: EventBase {
+                    timestamp,
+                    ..EventBase::default()
+                },
+            }));
+        }
         let (mut ty, mut id, mut delta, mut timestamp) = (None, None, None, None);
         json::for_each_field(data, |key, value| {
             let fresh = match (key, value) {
                 ("type", Scalar::Str(s)) => ty.replace(s).is_none(),
                 ("messageId", Scalar::Str(s)) => id.replace(s).is_none(),
                 ("delta", Scalar::Str(s)) => delta.replace(s).is_none(),
-                ("timestamp", Scalar::Int(n)) => timestamp.replace(n).is_none(),
+                ("timestamp", Scalar::Int(n, _)) => timestamp.replace(n).is_none(),
                 // What the general path reads, in any other shape.
-                (
-                    "type"
-                    | "messageId"
-                    | "delta"
-                    | "timestamp"
-                    | extension::MEMBER
-                    | "layout"
-                    | "blockId"
-                    | "style",
-                    _,
-                ) => false,
+                (key, _) if READ_BY_CONTENT.contains(&key) => false,
                 // Ignored by the general path too: a content event's role is its start's, and
                 // a field HAI does not define carries nothing a client reads.
                 _ => true,
@@ -492,7 +499,7 @@ impl HaiReader {
             .raw()
             .strip_prefix(ESCAPED_PREFIX)
             .and_then(|rest| rest.strip_suffix(ESCAPED_SUFFIX))
-            .filter(|text| !text.contains('\\'));
+            .filter(|text| memchr::memchr(b'\\', text.as_bytes()).is_none());
         let text = match inner {
             // No escape at either level: the text is what stands there.
             Some(text) => text.to_owned(),
@@ -725,6 +732,47 @@ fn drop_undefined_from(delta: &mut Value, notes: &mut Vec<Note>) {
     }
 }
 
+/// The keys of a `BUSINESS_DATA_CONTENT` its general reading looks at; a content event may carry
+/// any other without consequence.
+const READ_BY_CONTENT: [&str; 8] = [
+    "type",
+    "messageId",
+    "delta",
+    "timestamp",
+    extension::MEMBER,
+    "layout",
+    "blockId",
+    "style",
+];
+
+/// A plain text delta as HAI agents and the gateway's writer lay it out — type, message id,
+/// the delta, a timestamp before or after it, then fields HAI does not define, no whitespace,
+/// no escape in the text — read by comparing its fixed text ([`json::Cursor`]): its id, text
+/// and timestamp.
+fn plain_text_layout(data: &[u8]) -> Option<(json::JsonStr<'_>, &str, Option<i64>)> {
+    let mut c = json::Cursor::new(data);
+    c.expect(br#"{"type":"BUSINESS_DATA_CONTENT","messageId":""#)?;
+    let id = c.string_rest()?;
+    let mut timestamp = None;
+    if c.accept(br#","timestamp":"#) {
+        timestamp = Some(c.integer()?);
+    }
+    c.expect(br#","delta":"{\"output\":{\"type\":\"text\",\"content\":\""#)?;
+    let text = c.plain_run()?;
+    c.expect(br#"\"}}""#)?;
+    if timestamp.is_none() && c.accept(br#","timestamp":"#) {
+        timestamp = Some(c.integer()?);
+    }
+    // Fields HAI does not define, which the general path ignores too.
+    while let Some((key, _)) = c.member() {
+        if READ_BY_CONTENT.contains(&key) {
+            return None;
+        }
+    }
+    c.expect(b"}")?;
+    c.at_end().then_some((id, text, timestamp))
+}
+
 fn message_id(map: &Map<String, Value>) -> Option<String> {
     map.get("messageId")
         .and_then(Value::as_str)
@@ -821,6 +869,10 @@ mod tests {
             r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","layout":"l""#,
             r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","timestamp":"1760000000000""#,
             r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"} }""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"first\"}}","ts":"x""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","timestamp":1"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","agui":{"messageId":"r"}"#,
         ] {
             stream.push_str(&content(extra));
         }
@@ -864,11 +916,15 @@ mod tests {
             };
             assert_eq!(e.delta, text);
         }
-        let plain = r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","ts":5}"#;
-        let Some(Event::TextMessageContent(e)) = reader.plain_text(plain.as_bytes()) else {
-            panic!("declined {plain}");
-        };
-        assert_eq!(e.delta, "plain");
+        for plain in [
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","ts":5}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","role":"assistant"}"#,
+        ] {
+            let Some(Event::TextMessageContent(e)) = reader.plain_text(plain.as_bytes()) else {
+                panic!("declined {plain}");
+            };
+            assert_eq!(e.delta, "plain");
+        }
         for declined in [
             r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b"}"#,
             r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m9","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}"}"#,
