@@ -204,35 +204,55 @@ impl SseDecoder {
         }
     }
 
-    /// The event nearly every producer sends, read at once: `data: ` and one line, then the
-    /// blank line (LF line ends), with no name or data pending. `None`: anything else, which
-    /// the line by line reading takes.
+    /// The event nearly every producer sends, read at once: maybe an `event: ` line, then
+    /// `data: ` and one line, then the blank line (LF line ends), with nothing pending. `None`:
+    /// anything else, which the line by line reading takes.
     fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
-        const PREFIX: &[u8] = b"data: ";
+        const NAME: &[u8] = b"event: ";
+        const DATA: &[u8] = b"data: ";
         if self.framing != Framing::Sse
             || self.name.is_some()
             || self.data_first.is_some()
             || self.data_joined.is_some()
-            || !buf.starts_with(PREFIX)
         {
             return Ok(None);
         }
-        let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[PREFIX.len()..]) else {
+        // The name's line, when there is one: its value's range.
+        let mut name = None;
+        let mut at = 0;
+        if buf.starts_with(NAME) {
+            let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[NAME.len()..]) else {
+                return Ok(None);
+            };
+            let end = NAME.len() + len;
+            if buf[end] != b'\n' {
+                return Ok(None);
+            }
+            self.check_size(end)?;
+            name = Some(NAME.len()..end);
+            at = end + 1;
+        }
+        if !buf[at..].starts_with(DATA) {
+            return Ok(None);
+        }
+        let start = at + DATA.len();
+        let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[start..]) else {
             return Ok(None);
         };
-        let end = PREFIX.len() + len;
+        let end = start + len;
         if len == 0 || buf[end] != b'\n' || buf.get(end + 1) != Some(&b'\n') {
             return Ok(None);
         }
-        self.check_size(end)?;
-        buf.advance(PREFIX.len());
+        self.check_size(end - at)?;
+        let name = name.map(|range| self.event_name(range.start, range.end, buf));
+        buf.advance(start);
         let data = buf.split_to(len).freeze();
         buf.advance(2);
         self.scan_from = 0;
         if &data[..] == b"[DONE]" {
             return Ok(Some(SseItem::Done));
         }
-        Ok(Some(SseItem::Event(SseEvent { name: None, data })))
+        Ok(Some(SseItem::Event(SseEvent { name, data })))
     }
 
     /// After the last chunk: decodes what is left, including a final line without its end
