@@ -40,7 +40,7 @@ use crate::event::{
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
 };
-use crate::json::{for_each_field, Scalar};
+use crate::json::{for_each_field, Cursor, Scalar};
 use crate::sse::SseEvent;
 
 /// Prefix of the confirm call offering an AAP permission to the client (§6.1).
@@ -996,6 +996,15 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
         name::THINKING_DELTA => Kind::Reasoning,
         _ => return None,
     };
+    // As AAP agents write it: `{"delta":"…"}`.
+    let mut c = Cursor::new(&event.data);
+    if c.accept(br#"{"delta":""#) {
+        if let Some(delta) = c.string_rest() {
+            if c.accept(b"}") && c.at_end() {
+                return Some((kind, delta.decode()));
+            }
+        }
+    }
     let mut delta = None;
     for_each_field(&event.data, |key, value| match (key, value) {
         ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
