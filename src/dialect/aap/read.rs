@@ -996,11 +996,16 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
         name::THINKING_DELTA => Kind::Reasoning,
         _ => return None,
     };
-    // As AAP agents write it: `{"delta":"…"}`.
+    // As AAP agents write it: `{"delta":"…"}`, perhaps with fields AAP does not define after
+    // it, which the general path ignores too.
     let mut c = Cursor::new(&event.data);
     if c.accept(br#"{"delta":""#) {
         if let Some(delta) = c.string_rest() {
-            if c.accept(b"}") && c.at_end() {
+            let mut again = false;
+            while let Some((key, _)) = c.member() {
+                again |= key == "delta";
+            }
+            if !again && c.accept(b"}") && c.at_end() {
                 return Some((kind, delta.decode()));
             }
         }
