@@ -1,6 +1,8 @@
 //! Codec micro-benchmarks: one core, the whole translation path of the gateway (SSE decoding,
 //! the lenient reader, the run lifecycle guard, the strict writer) for every direction the
-//! build supports, on two shapes of traffic: 60-byte text deltas and 64 KiB state snapshots.
+//! build supports, on three shapes of traffic: 60-byte text deltas, the same deltas carrying
+//! one field the reader does not know (a `ts` timestamp in nanoseconds, as some agents add), and
+//! 64 KiB state snapshots.
 //!
 //! Each benchmark translates one recorded run (opening events, N content events, closing
 //! events) with a fresh pipeline; throughput is counted in content events. The byte size of
@@ -26,10 +28,14 @@ const SNAPSHOT_EVENTS: usize = 64;
 const SNAPSHOT_BYTES: usize = 64 * 1024;
 /// The size of one text delta.
 const DELTA_BYTES: usize = 60;
+/// The value of the unknown `ts` field of the first event of `text-60B+field` (nanoseconds).
+const TS_NANOS: u64 = 1_732_460_000_000_000_000;
 
 #[derive(Clone, Copy)]
 enum Shape {
     Text,
+    /// Text deltas with one unknown field.
+    TextField,
     Snapshot,
 }
 
@@ -37,16 +43,39 @@ impl Shape {
     fn name(self) -> &'static str {
         match self {
             Shape::Text => "text-60B",
+            Shape::TextField => "text-60B+field",
             Shape::Snapshot => "snapshot-64KiB",
         }
     }
 
     fn events(self) -> usize {
         match self {
-            Shape::Text => TEXT_EVENTS,
+            Shape::Text | Shape::TextField => TEXT_EVENTS,
             Shape::Snapshot => SNAPSHOT_EVENTS,
         }
     }
+
+    fn is_text(self) -> bool {
+        matches!(self, Shape::Text | Shape::TextField)
+    }
+
+    /// The unknown field of content event `i`, if the shape has one.
+    fn field(self, i: usize) -> Option<(&'static str, serde_json::Value)> {
+        match self {
+            Shape::TextField => Some(("ts", (TS_NANOS + i as u64).into())),
+            Shape::Text | Shape::Snapshot => None,
+        }
+    }
+
+    const ALL: [Shape; 3] = [Shape::Text, Shape::TextField, Shape::Snapshot];
+}
+
+/// Adds the shape's unknown field to a content event's JSON object.
+fn with_field(shape: Shape, i: usize, mut event: serde_json::Value) -> serde_json::Value {
+    if let (Some((key, value)), Some(object)) = (shape.field(i), event.as_object_mut()) {
+        object.insert(key.into(), value);
+    }
+    event
 }
 
 /// Every client × upstream pair the gateway translates.
@@ -110,7 +139,7 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
                 &mut s,
                 json!({"type":"RUN_STARTED","threadId":"t1","runId":"r1"}),
             );
-            if let Shape::Text = shape {
+            if shape.is_text() {
                 agui(
                     &mut s,
                     json!({"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}),
@@ -118,9 +147,13 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
             }
             for i in 0..shape.events() {
                 match shape {
-                    Shape::Text => agui(
+                    Shape::Text | Shape::TextField => agui(
                         &mut s,
-                        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":delta(i)}),
+                        with_field(
+                            shape,
+                            i,
+                            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":delta(i)}),
+                        ),
                     ),
                     Shape::Snapshot => agui(
                         &mut s,
@@ -128,7 +161,7 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
                     ),
                 }
             }
-            if let Shape::Text = shape {
+            if shape.is_text() {
                 agui(&mut s, json!({"type":"TEXT_MESSAGE_END","messageId":"m1"}));
             }
             agui(
@@ -139,12 +172,12 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
         Dialect::Hai => {
             let base = |t: &str| json!({"type": t, "messageId": "m1", "role": "assistant", "timestamp": 1_760_000_000_000_i64});
             agui(&mut s, base("RUN_STARTED"));
-            if let Shape::Text = shape {
+            if shape.is_text() {
                 agui(&mut s, base("BUSINESS_DATA_START"));
             }
             for i in 0..shape.events() {
                 let mut event = match shape {
-                    Shape::Text => {
+                    Shape::Text | Shape::TextField => {
                         let mut e = base("BUSINESS_DATA_CONTENT");
                         // As HAI agents send them: the role is on the start only.
                         e.as_object_mut().map(|e| e.remove("role"));
@@ -159,9 +192,9 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
                     }
                 };
                 event["timestamp"] = (1_760_000_000_000_i64 + i as i64).into();
-                agui(&mut s, event);
+                agui(&mut s, with_field(shape, i, event));
             }
-            if let Shape::Text = shape {
+            if shape.is_text() {
                 agui(&mut s, base("BUSINESS_DATA_END"));
             }
             agui(&mut s, base("RUN_FINISHED"));
@@ -169,7 +202,7 @@ fn input(dialect: Dialect, shape: Shape) -> Vec<u8> {
         Dialect::Aap => {
             s.push_str("event: turn_start\ndata: {}\n\n");
             for i in 0..shape.events() {
-                let data = json!({"delta": delta(i)});
+                let data = with_field(shape, i, json!({"delta": delta(i)}));
                 s.push_str(&format!("event: text_delta\ndata: {data}\n\n"));
             }
             s.push_str("event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n");
@@ -207,7 +240,7 @@ fn translate(spec: PipelineSpec, input: &[u8], out: &mut BytesMut) -> usize {
 
 fn codec(c: &mut Criterion) {
     let mut sizes = serde_json::Map::new();
-    for shape in [Shape::Text, Shape::Snapshot] {
+    for shape in Shape::ALL {
         let mut group = c.benchmark_group(format!("codec/{}", shape.name()));
         group.throughput(Throughput::Elements(shape.events() as u64));
         group.sample_size(20);
@@ -264,7 +297,7 @@ fn main() {
         Criterion::default().configure_from_args().final_summary();
         return;
     };
-    for shape in [Shape::Text, Shape::Snapshot] {
+    for shape in Shape::ALL {
         for (upstream, client) in DIRECTIONS {
             if target != format!("{}/{upstream}-to-{client}", shape.name()) {
                 continue;

@@ -7,6 +7,12 @@
 //! escaping is written by serde_json itself. What this module accepts, serde_json parses to
 //! the same values, and what it writes is byte for byte what serde_json writes (tested).
 //!
+//! Why by hand: decoding one content delta through serde_json's `Value` and the tagged,
+//! flattened event types costs several times the rest of the pipeline (`benches/codec.rs`,
+//! `CODEC_PROFILE`). Strings are checked in one pass but decoded only when a reader asks
+//! ([`JsonStr`]): a field it ignores costs no allocation, and a HAI delta (JSON inside a JSON
+//! string) can be matched as it stands.
+//!
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
@@ -15,137 +21,346 @@ use std::borrow::Cow;
 use bytes::BytesMut;
 
 /// One value of a flat object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scalar<'a> {
-    Str(Cow<'a, str>),
-    Int(i64),
+    Str(JsonStr<'a>),
+    /// An integer and its text (which is what serde_json writes for it: the grammar refuses
+    /// leading zeros, `-0`, fractions and exponents).
+    Int(i64, &'a str),
+}
+
+/// A string value as it stands in the JSON text, already checked (escapes, surrogates, control
+/// characters) but decoded only when asked: a reader that ignores a field, or that matches
+/// the escaped text itself (HAI's JSON-in-a-string deltas), pays nothing for decoding it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonStr<'a> {
+    /// What stands between the quotes.
+    raw: &'a str,
+    /// `raw` holds at least one escape.
+    escaped: bool,
+}
+
+impl<'a> JsonStr<'a> {
+    /// What stands between the quotes, escapes as written.
+    pub fn raw(self) -> &'a str {
+        self.raw
+    }
+
+    /// The value when the text holds no escape (it is then the value itself).
+    pub fn plain(self) -> Option<&'a str> {
+        (!self.escaped).then_some(self.raw)
+    }
+
+    /// The value, escapes undone.
+    pub fn decode(self) -> Cow<'a, str> {
+        if !self.escaped {
+            return Cow::Borrowed(self.raw);
+        }
+        let mut value = String::with_capacity(self.raw.len());
+        let mut rest = self.raw;
+        while let Some(at) = memchr::memchr(b'\\', rest.as_bytes()) {
+            value.push_str(&rest[..at]);
+            let (c, len) = escape(&rest.as_bytes()[at..]).unwrap_or(('\u{fffd}', rest.len() - at));
+            value.push(c);
+            rest = &rest[at + len..];
+        }
+        value.push_str(rest);
+        Cow::Owned(value)
+    }
+
+    /// The value as a `String`.
+    pub fn into_owned(self) -> String {
+        self.decode().into_owned()
+    }
+
+    /// Appends the string as serde_json writes it.
+    pub fn write_canonical(self, out: &mut String) {
+        match self.plain() {
+            // Without escapes the text holds no quote, backslash or control character: it is
+            // what serde_json writes for its value.
+            Some(plain) => {
+                out.push('"');
+                out.push_str(plain);
+                out.push('"');
+            }
+            None => {
+                // Writing a `str` into a `String` cannot fail.
+                if let Ok(literal) = serde_json::to_string(&*self.decode()) {
+                    out.push_str(&literal);
+                }
+            }
+        }
+    }
+}
+
+impl Scalar<'_> {
+    /// Appends the value as serde_json writes what it parses from it.
+    pub fn write_canonical(self, out: &mut String) {
+        match self {
+            Scalar::Str(s) => s.write_canonical(out),
+            Scalar::Int(_, text) => out.push_str(text),
+        }
+    }
 }
 
 /// Calls `field` for each key and value of a flat JSON object, in order. `None` when `data` is
 /// not such an object (or `field` says no): the caller then decodes it the general way.
+/// `Some(true)` when the object is compact: no whitespace anywhere between its tokens (as
+/// every SDK writes events), so it is one line.
 pub fn for_each_field<'a>(
     data: &'a [u8],
     mut field: impl FnMut(&'a str, Scalar<'a>) -> Option<()>,
-) -> Option<()> {
+) -> Option<bool> {
     // Validated once for the whole object; every slice below starts and ends on ASCII bytes,
     // so each is valid UTF-8 too.
     let text = std::str::from_utf8(data).ok()?;
-    let mut rest = skip_ws(text).strip_prefix('{')?;
-    rest = skip_ws(rest);
-    if let Some(after) = rest.strip_prefix('}') {
-        return skip_ws(after).is_empty().then_some(());
+    let bytes = text.as_bytes();
+    let mut spaces = 0;
+    let mut at = skip_ws(text, 0, &mut spaces);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_ws(text, at + 1, &mut spaces);
+    if bytes.get(at) == Some(&b'}') {
+        return (skip_ws(text, at + 1, &mut spaces) == text.len()).then_some(spaces == 0);
     }
     loop {
-        let (key, after) = string(rest)?;
-        let Cow::Borrowed(key) = key else {
-            return None; // escaped keys: rare, and not worth a second code path
-        };
-        rest = skip_ws(skip_ws(after).strip_prefix(':')?);
-        let (value, after) = if rest.starts_with('"') {
-            let (s, after) = string(rest)?;
+        let (key, after) = string(text, at)?;
+        // Escaped keys: rare, and not worth a second code path.
+        let key = key.plain()?;
+        at = skip_ws(text, after, &mut spaces);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_ws(text, at + 1, &mut spaces);
+        let (value, after) = if bytes.get(at) == Some(&b'"') {
+            let (s, after) = string(text, at)?;
             (Scalar::Str(s), after)
         } else {
-            let (n, after) = integer(rest)?;
-            (Scalar::Int(n), after)
+            let (n, after) = integer(bytes, at)?;
+            (Scalar::Int(n, &text[at..after]), after)
         };
         field(key, value)?;
-        rest = skip_ws(after);
-        if let Some(after) = rest.strip_prefix(',') {
-            rest = skip_ws(after);
-        } else {
-            let after = rest.strip_prefix('}')?;
-            return skip_ws(after).is_empty().then_some(());
+        at = skip_ws(text, after, &mut spaces);
+        match bytes.get(at)? {
+            b',' => at = skip_ws(text, at + 1, &mut spaces),
+            b'}' => {
+                return (skip_ws(text, at + 1, &mut spaces) == text.len()).then_some(spaces == 0)
+            }
+            _ => return None,
         }
     }
 }
 
 /// The value of a JSON string literal that is all of `s`.
 pub fn str_literal(s: &str) -> Option<Cow<'_, str>> {
-    let (value, rest) = string(s)?;
-    rest.is_empty().then_some(value)
+    let (value, end) = string(s, 0)?;
+    (end == s.len()).then(|| value.decode())
 }
 
-fn skip_ws(s: &str) -> &str {
-    s.trim_start_matches([' ', '\t', '\n', '\r'])
-}
-
-/// A string token at the start of `s` (which begins with `"`): its value and what follows.
-fn string(s: &str) -> Option<(Cow<'_, str>, &str)> {
-    let body = s.strip_prefix('"')?;
-    let bytes = body.as_bytes();
-    // One pass over the short strings of an event; raw control characters are not allowed
-    // inside a JSON string.
-    let end = plain_len(bytes);
-    match *bytes.get(end)? {
-        b'"' => return Some((Cow::Borrowed(&body[..end]), &body[end + 1..])),
-        b'\\' => {}
-        _ => return None,
+/// The first byte at or after `at` that is not JSON whitespace; counts what it skipped.
+#[inline]
+fn skip_ws(text: &str, mut at: usize, skipped: &mut usize) -> usize {
+    let bytes = text.as_bytes();
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+        at += 1;
+        *skipped += 1;
     }
-    // Escapes: the one-letter ones are decoded here, run by run; a `\u` sends the token to
-    // serde_json (surrogate pairs and their errors are its business).
-    let mut value = String::with_capacity(body.len().min(end + 64));
-    let mut i = 0;
+    at
+}
+
+/// The string token starting at `text[at]` (a `"`), checked as serde_json checks it, and the
+/// index just past it.
+#[inline]
+fn string(text: &str, at: usize) -> Option<(JsonStr<'_>, usize)> {
+    if text.as_bytes().get(at) != Some(&b'"') {
+        return None;
+    }
+    let (end, escaped) = string_end(text.as_bytes(), at + 1)?;
+    let raw = &text[at + 1..end];
+    Some((JsonStr { raw, escaped }, end + 1))
+}
+
+/// Where the string whose body starts at `bytes[start]` ends (its closing quote), checked as
+/// serde_json checks it (UTF-8 aside), and whether it holds an escape.
+#[inline]
+fn string_end(bytes: &[u8], start: usize) -> Option<(usize, bool)> {
+    let mut i = start;
+    let mut escaped = false;
     loop {
-        let run = plain_len(&bytes[i..]);
-        value.push_str(&body[i..i + run]);
-        i += run;
-        match (bytes.get(i)?, bytes.get(i + 1)) {
-            (b'"', _) => return Some((Cow::Owned(value), &body[i + 1..])),
-            (b'\\', Some(&escaped)) => {
-                value.push(match escaped {
-                    b'"' => '"',
-                    b'\\' => '\\',
-                    b'/' => '/',
-                    b'b' => '\u{8}',
-                    b'f' => '\u{c}',
-                    b'n' => '\n',
-                    b'r' => '\r',
-                    b't' => '\t',
-                    b'u' => return unicode_escaped(s),
-                    _ => return None,
-                });
-                i += 2;
+        i += plain_len(&bytes[i..]);
+        match bytes.get(i)? {
+            b'"' => return Some((i, escaped)),
+            b'\\' => {
+                let (_, len) = escape(&bytes[i..])?;
+                escaped = true;
+                i += len;
             }
-            _ => return None, // a control character, or the input ends
+            // A control character: not allowed raw inside a string.
+            _ => return None,
         }
     }
 }
 
-/// A string token with `\u` escapes at the start of `s`, decoded by serde_json.
-fn unicode_escaped(s: &str) -> Option<(Cow<'_, str>, &str)> {
-    let bytes = s.as_bytes();
-    let mut i = 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => {
-                let value: String = serde_json::from_str(&s[..=i]).ok()?;
-                return Some((Cow::Owned(value), &s[i + 1..]));
-            }
-            _ => i += 1,
-        }
-    }
-    None
+/// Reads a JSON object laid out exactly as the caller expects — nearly every event of a stream
+/// comes from the same code and has the same keys in the same order, without whitespace — at
+/// the cost of comparing bytes: the layout's fixed text is compared whole, only its strings
+/// and integers are scanned. Any difference gives `None`, and the caller reads the event the
+/// general way ([`for_each_field`]). Strings are checked as [`for_each_field`] checks them;
+/// the fixed text is the caller's, who keeps it valid JSON.
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
 }
 
-/// An integer token at the start of `s`; `None` for anything else (floats, exponents,
-/// literals, leading zeros, overflow).
-fn integer(s: &str) -> Option<(i64, &str)> {
-    let bytes = s.as_bytes();
-    let sign = usize::from(bytes.first() == Some(&b'-'));
-    let digits = bytes[sign..]
+impl<'a> Cursor<'a> {
+    pub fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor { bytes: data, at: 0 }
+    }
+
+    /// Steps over `text`, which must come next.
+    #[inline]
+    pub fn expect(&mut self, text: &[u8]) -> Option<()> {
+        self.accept(text).then_some(())
+    }
+
+    /// Steps over `text` if it comes next.
+    #[inline]
+    pub fn accept(&mut self, text: &[u8]) -> bool {
+        let next = self.bytes[self.at..].starts_with(text);
+        if next {
+            self.at += text.len();
+        }
+        next
+    }
+
+    /// The rest of a string whose opening quote the cursor just stepped over, and its closing
+    /// quote.
+    pub fn string_rest(&mut self) -> Option<JsonStr<'a>> {
+        let (end, escaped) = string_end(self.bytes, self.at)?;
+        let raw = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        self.at = end + 1;
+        Some(JsonStr { raw, escaped })
+    }
+
+    /// Inside a string: the text up to the first byte that is escaped or ends it, which stays
+    /// next.
+    pub fn plain_run(&mut self) -> Option<&'a str> {
+        let len = plain_len(&self.bytes[self.at..]);
+        let run = std::str::from_utf8(&self.bytes[self.at..self.at + len]).ok()?;
+        self.at += len;
+        Some(run)
+    }
+
+    /// An integer, as [`for_each_field`] reads one.
+    pub fn integer(&mut self) -> Option<i64> {
+        let (n, end) = integer(self.bytes, self.at)?;
+        self.at = end;
+        Some(n)
+    }
+
+    /// One more member of a flat object, `,"key":value` (a string or an integer), as
+    /// [`for_each_field`] reads it: its key (without escapes) and value. `None` when the
+    /// object does not go on so.
+    pub fn member(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+        let start = self.at;
+        let member = self.member_at();
+        if member.is_none() {
+            self.at = start;
+        }
+        member
+    }
+
+    fn member_at(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+        self.expect(b",\"")?;
+        let key = self.string_rest()?.plain()?;
+        self.expect(b":")?;
+        if self.accept(b"\"") {
+            return Some((key, Scalar::Str(self.string_rest()?)));
+        }
+        let (n, end) = integer(self.bytes, self.at)?;
+        let text = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        self.at = end;
+        Some((key, Scalar::Int(n, text)))
+    }
+
+    /// Whether the text ends here.
+    pub fn at_end(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+}
+
+/// The escape at the start of `bytes` (a backslash): the character it stands for and its
+/// length. `None` where serde_json refuses it: an unknown letter, a short `\u`, a lone
+/// surrogate.
+fn escape(bytes: &[u8]) -> Option<(char, usize)> {
+    let c = match *bytes.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let first = hex4(bytes.get(2..6)?)?;
+            return match first {
+                0xD800..=0xDBFF => {
+                    if bytes.get(6..8)? != b"\\u" {
+                        return None;
+                    }
+                    let second = hex4(bytes.get(8..12)?)?;
+                    if !(0xDC00..=0xDFFF).contains(&second) {
+                        return None;
+                    }
+                    let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                    Some((char::from_u32(code)?, 12))
+                }
+                0xDC00..=0xDFFF => None,
+                _ => Some((char::from_u32(first)?, 6)),
+            };
+        }
+        _ => return None,
+    };
+    Some((c, 2))
+}
+
+fn hex4(digits: &[u8]) -> Option<u32> {
+    digits
         .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    let end = sign + digits;
-    if digits == 0 || (digits > 1 && bytes[sign] == b'0') {
+        .try_fold(0, |n, &d| Some(n * 16 + char::from(d).to_digit(16)?))
+}
+
+/// An integer token at `bytes[at]` and the index past it; `None` for anything serde_json would
+/// not read as the same `i64` (floats, exponents, literals, leading zeros, `-0`, overflow).
+fn integer(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
+    let negative = bytes.get(at) == Some(&b'-');
+    let first = at + usize::from(negative);
+    let mut i = first;
+    // Nineteen digits always fit a u64; the sign and the i64 range are checked once after.
+    let mut magnitude: u64 = 0;
+    while let Some(&d @ b'0'..=b'9') = bytes.get(i) {
+        if i - first == 19 {
+            return None;
+        }
+        magnitude = magnitude * 10 + u64::from(d - b'0');
+        i += 1;
+    }
+    let digits = i - first;
+    if digits == 0 || (digits > 1 && bytes[first] == b'0') || (negative && magnitude == 0) {
         return None;
     }
-    if matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) {
+    if matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) {
         return None;
     }
-    let n = s[..end].parse().ok()?;
-    Some((n, &s[end..]))
+    let n = if negative {
+        0i64.checked_sub_unsigned(magnitude)?
+    } else {
+        i64::try_from(magnitude).ok()?
+    };
+    Some((n, i))
 }
 
 /// Appends `s` as a JSON string, exactly as serde_json writes it.
@@ -164,22 +379,24 @@ pub fn write_str(out: &mut BytesMut, s: &str) {
 /// How many leading bytes a JSON string holds as they are: up to the first `"`, `\` or control
 /// character. Eight bytes at a time (the strings of an event are tens of bytes, too short for
 /// a vectorised search to pay for its setup).
+#[inline]
 fn plain_len(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // A byte of `x` is below `n` (n ≤ 0x80) ⇒ its high bit is set in the result; no false
-    // negatives, and a false positive only makes the scalar loop below look closer.
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    // A byte of `x` is below `n` (n ≤ 0x80) ⇒ its high bit is set in the result. A borrow can
+    // flag a byte above a flagged one too, never below: the lowest flag is the first such byte.
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     let mut i = 0;
     while let Some(chunk) = bytes.get(i..i + 8) {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
-        let x = u64::from_ne_bytes(word);
+        let x = u64::from_le_bytes(word);
         let special = below(x ^ (ONES * u64::from(b'"')), 1)
             | below(x ^ (ONES * u64::from(b'\\')), 1)
             | below(x, 0x20);
         if special != 0 {
-            break;
+            // Little-endian: the lowest flag is the first byte.
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -195,20 +412,56 @@ pub fn write_int(out: &mut BytesMut, n: i64) {
     out.extend_from_slice(format_int(&mut buf, n));
 }
 
-/// Formats `n` into `buf` (20 bytes hold any i64), returning the digits.
-fn format_int(buf: &mut [u8; 20], n: i64) -> &[u8] {
-    let mut i = buf.len();
-    let negative = n < 0;
-    let mut v = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+/// Whether `s` is written as a JSON string without any escape (nothing but its quotes around
+/// it).
+pub fn is_plain(s: &str) -> bool {
+    plain_len(s.as_bytes()) == s.len()
+}
+
+/// The digits of the last integer written, kept for the next: the events of one upstream read
+/// share the clock's reading, so a writer that stamps every event formats it once per read.
+#[derive(Debug, Clone, Default)]
+pub struct IntText {
+    value: Option<i64>,
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl IntText {
+    /// Appends `n` as JSON, formatting it only when it differs from the last.
+    pub fn write(&mut self, out: &mut BytesMut, n: i64) {
+        if self.value != Some(n) {
+            let mut buf = [0; 20];
+            let len = format_int(&mut buf, n).len();
+            self.start = 20 - len;
+            self.digits = buf;
+            self.value = Some(n);
         }
+        out.extend_from_slice(&self.digits[self.start..]);
     }
-    if negative {
+}
+
+/// Formats `n` into `buf` (20 bytes hold any i64), returning the digits: two at a time, as
+/// every event of a HAI or timestamped stream carries one.
+fn format_int(buf: &mut [u8; 20], n: i64) -> &[u8] {
+    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    let mut i = buf.len();
+    let mut v = n.unsigned_abs();
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    if n < 0 {
         i -= 1;
         buf[i] = b'-';
     }
@@ -225,7 +478,7 @@ mod tests {
         for_each_field(data.as_bytes(), |k, v| {
             let v = match v {
                 Scalar::Str(s) => Value::from(s.into_owned()),
-                Scalar::Int(n) => Value::from(n),
+                Scalar::Int(n, _) => Value::from(n),
             };
             out.push((k.to_owned(), v));
             Some(())
@@ -240,6 +493,7 @@ mod tests {
             r#" { "a" : "x" , "b":-12 ,"c":0, "d":"q\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00" } "#,
             r#"{"timestamp":1700000000000,"delta":""}"#,
             r#"{"e":"1\"2\\3\/4\b5\f6\n7\r8\t9 é","f":"\\","g":"\u007b\n"}"#,
+            r#"{"h":"\u0000\uFFFF\uD834\uDD1E","i":-9223372036854775808,"j":9223372036854775807}"#,
             r#"{}"#,
         ] {
             let ours = fields(data).unwrap_or_else(|| panic!("declined {data}"));
@@ -248,6 +502,43 @@ mod tests {
             };
             let theirs: Vec<(String, Value)> = theirs.into_iter().collect();
             assert_eq!(ours, theirs, "{data}");
+        }
+    }
+
+    #[test]
+    fn compact_objects_are_told_apart() {
+        let read = |data: &str| for_each_field(data.as_bytes(), |_, _| Some(()));
+        assert_eq!(read(r#"{"a":"x y","b":1}"#), Some(true));
+        assert_eq!(read(r#"{}"#), Some(true));
+        for spaced in [r#"{"a": "x"}"#, "{\"a\":1\n}", " {}", "{}\t", "{\r\"a\":1}"] {
+            assert_eq!(read(spaced), Some(false), "{spaced:?}");
+        }
+    }
+
+    #[test]
+    fn a_cursor_reads_what_for_each_field_reads_in_the_layout_it_expects() {
+        let data = br#"{"type":"T","n":-7,"s":"a\"b","x":{}}"#;
+        let mut c = Cursor::new(data);
+        c.expect(br#"{"type":""#).unwrap();
+        assert_eq!(c.plain_run(), Some("T"));
+        c.expect(b"\"").unwrap();
+        assert!(matches!(c.member(), Some(("n", Scalar::Int(-7, "-7")))));
+        let Some(("s", Scalar::Str(s))) = c.member() else {
+            panic!()
+        };
+        assert_eq!(s.decode(), "a\"b");
+        // Not a flat member: nothing is consumed.
+        assert!(c.member().is_none());
+        assert!(c.accept(br#","x":{}}"#) && c.at_end());
+        for bad in [
+            &br#"{"a":"x"#[..],
+            br#"{"a":"\q"}"#,
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":\"\x01\"}",
+        ] {
+            let mut c = Cursor::new(bad);
+            c.expect(br#"{"a":""#).unwrap();
+            assert!(c.string_rest().is_none(), "{bad:?}");
         }
     }
 
@@ -272,12 +563,49 @@ mod tests {
             r#"{"a":"bad \x escape"}"#,
             r#"{"a":"tab\	raw"}"#,
             r#"{"a":"ends \"#,
+            r#"{"a":-0}"#,
+            r#"{"a":-9223372036854775809}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00x"}"#,
+            r#"{"a":"\ud800\u0041"}"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"a":"\u12g4"}"#,
             r#"["a"]"#,
             "",
         ] {
             assert_eq!(fields(data), None, "{data}");
         }
         assert!(for_each_field(b"{\"a\":\"\xff\"}", |_, _| Some(())).is_none());
+    }
+
+    #[test]
+    fn strings_are_decoded_only_when_asked_and_written_back_as_serde_json_writes_them() {
+        let data = r#"{"plain":"héllo","esc":"a\"b\u00e9\/","n":-12}"#;
+        let mut seen = Vec::new();
+        for_each_field(data.as_bytes(), |key, value| {
+            seen.push((key, value));
+            Some(())
+        })
+        .unwrap();
+        let Scalar::Str(plain) = seen[0].1 else {
+            panic!()
+        };
+        assert_eq!((plain.raw(), plain.plain()), ("héllo", Some("héllo")));
+        assert!(matches!(plain.decode(), Cow::Borrowed("héllo")));
+        let Scalar::Str(esc) = seen[1].1 else {
+            panic!()
+        };
+        assert_eq!((esc.raw(), esc.plain()), (r#"a\"b\u00e9\/"#, None));
+        assert_eq!(esc.decode(), "a\"bé/");
+        let Value::Object(theirs) = serde_json::from_str::<Value>(data).unwrap() else {
+            panic!()
+        };
+        for ((key, value), (their_key, their_value)) in seen.into_iter().zip(theirs) {
+            let mut ours = String::new();
+            value.write_canonical(&mut ours);
+            assert_eq!(key, their_key);
+            assert_eq!(ours, their_value.to_string());
+        }
     }
 
     #[test]
@@ -293,6 +621,17 @@ mod tests {
                     .step_by(3)
                     .for_each(|b| *b = 0x20);
                 assert_eq!(plain_len(&bytes), at, "{special:#x} at {at}");
+                // Nor bytes a borrow could flag, after it: another special, a 0x01, a 0x21.
+                for after in [0x00, 0x01, 0x21, b'"' + 1, b'\\' + 1] {
+                    let mut bytes = bytes.clone();
+                    bytes[(at + 1).min(19)..].fill(after);
+                    bytes[at] = special;
+                    assert_eq!(
+                        plain_len(&bytes),
+                        at,
+                        "{special:#x} at {at}, then {after:#x}"
+                    );
+                }
             }
         }
         let text = "héllo 世界 \u{7f}~!#[]{}".repeat(3);
@@ -312,9 +651,23 @@ mod tests {
             write_str(&mut out, s);
             assert_eq!(&out[..], serde_json::to_string(s).unwrap().as_bytes());
         }
-        for n in [0, 7, -1, 1_700_000_000_000, i64::MAX, i64::MIN] {
+        let mut cached = IntText::default();
+        for n in [
+            0,
+            7,
+            7,
+            -1,
+            1_700_000_000_000,
+            i64::MAX,
+            i64::MAX,
+            i64::MIN,
+            0,
+        ] {
             let mut out = BytesMut::new();
             write_int(&mut out, n);
+            assert_eq!(&out[..], json!(n).to_string().as_bytes());
+            out.clear();
+            cached.write(&mut out, n);
             assert_eq!(&out[..], json!(n).to_string().as_bytes());
         }
     }

@@ -14,10 +14,14 @@
 //! same decoder in [`Framing::Ndjson`] mode, with the same line handling and limits.
 //!
 //! Allocation: a single-line `data:` value is a zero-copy slice of the read buffer; only
-//! multi-line data is joined into a new buffer.
+//! multi-line data is joined into a new buffer. Lines are read where they lie in the buffer (a
+//! blank line needs no search at all), and an `event:` name the stream repeats is handed out
+//! again rather than allocated per event: every event of an AAP stream is named.
 //!
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
+
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;
@@ -46,8 +50,9 @@ pub enum SseItem {
 /// A dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
-    /// The `event:` name, when the producer sent one.
-    pub name: Option<String>,
+    /// The `event:` name, when the producer sent one. Shared: a stream repeats a handful of
+    /// names, and the decoder hands out the one it kept rather than a new string per event.
+    pub name: Option<Arc<str>>,
     /// The data lines joined with `\n`.
     pub data: Bytes,
 }
@@ -97,7 +102,9 @@ pub struct SseDecoder {
     /// The previous line ended in CR; a leading LF belongs to it.
     skip_lf: bool,
     at_stream_start: bool,
-    name: Option<String>,
+    name: Option<Arc<str>>,
+    /// The last name decoded, handed out again while the stream repeats it.
+    last_name: Option<Arc<str>>,
     /// The first data line, kept as a slice until a second one forces a join.
     data_first: Option<Bytes>,
     data_joined: Option<BytesMut>,
@@ -123,6 +130,7 @@ impl SseDecoder {
             skip_lf: false,
             at_stream_start: true,
             name: None,
+            last_name: None,
             data_first: None,
             data_joined: None,
             data_len: 0,
@@ -157,6 +165,19 @@ impl SseDecoder {
                 }
                 self.skip_lf = false;
             }
+            if let Some(item) = self.single_line_event(buf)? {
+                return Ok(Some(item));
+            }
+            if buf.first() == Some(&b'\n') {
+                // A blank line (nearly always the end of an event, right after its data line):
+                // no search needed.
+                let item = self.line(buf, 0);
+                buf.advance(1);
+                match item? {
+                    Some(item) => return Ok(Some(item)),
+                    None => continue,
+                }
+            }
             let Some(offset) = memchr::memchr2(b'\n', b'\r', &buf[self.scan_from..]) else {
                 self.scan_from = buf.len();
                 self.check_size(buf.len())?;
@@ -165,21 +186,73 @@ impl SseDecoder {
             let end = self.scan_from + offset;
             self.scan_from = 0;
             self.check_size(end)?;
-            let line = buf.split_to(end).freeze();
-            if buf[0] == b'\r' {
-                buf.advance(1);
-                match buf.first() {
-                    Some(b'\n') => buf.advance(1),
-                    Some(_) => {}
-                    None => self.skip_lf = true,
+            // The line's end: LF, CRLF or CR (a CR at the end of the read may have its LF in
+            // the next one).
+            let eol = match (buf[end], buf.get(end + 1)) {
+                (b'\r', Some(b'\n')) => 2,
+                (b'\r', None) => {
+                    self.skip_lf = true;
+                    1
                 }
-            } else {
-                buf.advance(1);
-            }
-            if let Some(item) = self.line(line)? {
+                _ => 1,
+            };
+            let item = self.line(buf, end);
+            buf.advance(eol);
+            if let Some(item) = item? {
                 return Ok(Some(item));
             }
         }
+    }
+
+    /// The event nearly every producer sends, read at once: maybe an `event: ` line, then
+    /// `data: ` and one line, then the blank line (LF line ends), with nothing pending. `None`:
+    /// anything else, which the line by line reading takes.
+    fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
+        const NAME: &[u8] = b"event: ";
+        const DATA: &[u8] = b"data: ";
+        if self.framing != Framing::Sse
+            || self.name.is_some()
+            || self.data_first.is_some()
+            || self.data_joined.is_some()
+        {
+            return Ok(None);
+        }
+        // The name's line, when there is one: its value's range.
+        let mut name = None;
+        let mut at = 0;
+        if buf.starts_with(NAME) {
+            let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[NAME.len()..]) else {
+                return Ok(None);
+            };
+            let end = NAME.len() + len;
+            if buf[end] != b'\n' {
+                return Ok(None);
+            }
+            self.check_size(end)?;
+            name = Some(NAME.len()..end);
+            at = end + 1;
+        }
+        if !buf[at..].starts_with(DATA) {
+            return Ok(None);
+        }
+        let start = at + DATA.len();
+        let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[start..]) else {
+            return Ok(None);
+        };
+        let end = start + len;
+        if len == 0 || buf[end] != b'\n' || buf.get(end + 1) != Some(&b'\n') {
+            return Ok(None);
+        }
+        self.check_size(end - at)?;
+        let name = name.map(|range| self.event_name(range.start, range.end, buf));
+        buf.advance(start);
+        let data = buf.split_to(len).freeze();
+        buf.advance(2);
+        self.scan_from = 0;
+        if &data[..] == b"[DONE]" {
+            return Ok(Some(SseItem::Done));
+        }
+        Ok(Some(SseItem::Event(SseEvent { name, data })))
     }
 
     /// After the last chunk: decodes what is left, including a final line without its end
@@ -200,8 +273,8 @@ impl SseDecoder {
         if !buf.is_empty() {
             self.at_stream_start = false;
             self.scan_from = 0;
-            let line = buf.split().freeze();
-            if let Some(item) = self.line(line)? {
+            let len = buf.len();
+            if let Some(item) = self.line(buf, len)? {
                 return Ok(Some(item));
             }
         }
@@ -217,34 +290,63 @@ impl SseDecoder {
         Ok(())
     }
 
-    /// Interprets one complete line.
-    fn line(&mut self, line: Bytes) -> Result<Option<SseItem>, SseError> {
+    /// Interprets the complete line that starts `buf` and is `len` bytes long (its end not
+    /// included), consuming it. Only a `data` value is split off the buffer (shared, not
+    /// copied); the rest of the line is read in place.
+    fn line(&mut self, buf: &mut BytesMut, len: usize) -> Result<Option<SseItem>, SseError> {
         if self.framing == Framing::Ndjson {
-            if line.iter().all(u8::is_ascii_whitespace) {
+            if buf[..len].iter().all(u8::is_ascii_whitespace) {
+                buf.advance(len);
                 return Ok(None);
             }
-            self.data_first = Some(line);
+            self.data_first = Some(buf.split_to(len).freeze());
             return Ok(self.dispatch());
         }
-        if line.is_empty() {
+        if len == 0 {
             return Ok(self.dispatch());
         }
+        let line = &buf[..len];
         if line[0] == b':' {
+            buf.advance(len);
             return Ok(Some(SseItem::Comment));
         }
-        let (field, value) = match memchr::memchr(b':', &line) {
-            Some(i) => {
-                let skip = if line.get(i + 1) == Some(&b' ') { 2 } else { 1 };
-                (&line[..i], line.slice(i + skip..))
-            }
-            None => (&line[..], Bytes::new()),
+        let colon = if line.starts_with(b"data:") {
+            Some(4)
+        } else {
+            memchr::memchr(b':', line)
         };
-        match field {
-            b"data" => self.push_data(value)?,
-            b"event" => self.name = Some(String::from_utf8_lossy(&value).into_owned()),
-            _ => {} // `id`, `retry` and unknown fields carry nothing for us
+        let (field, value_at) = match colon {
+            Some(i) => (i, i + if line.get(i + 1) == Some(&b' ') { 2 } else { 1 }),
+            None => (len, len),
+        };
+        match &line[..field] {
+            b"data" => {
+                buf.advance(value_at);
+                let value = buf.split_to(len - value_at).freeze();
+                self.push_data(value)?;
+            }
+            b"event" => {
+                let name = self.event_name(value_at, len, buf);
+                self.name = Some(name);
+                buf.advance(len);
+            }
+            // `id`, `retry` and unknown fields carry nothing for us.
+            _ => buf.advance(len),
         }
         Ok(None)
+    }
+
+    /// The `event:` name in `buf[from..to]`: the last one again when it repeats.
+    fn event_name(&mut self, from: usize, to: usize, buf: &BytesMut) -> Arc<str> {
+        let value = &buf[from..to];
+        if let Some(last) = &self.last_name {
+            if last.as_bytes() == value {
+                return Arc::clone(last);
+            }
+        }
+        let name: Arc<str> = String::from_utf8_lossy(value).into();
+        self.last_name = Some(Arc::clone(&name));
+        name
     }
 
     fn push_data(&mut self, value: Bytes) -> Result<(), SseError> {

@@ -32,7 +32,7 @@ fn data(s: &str) -> SseItem {
 
 fn named(name: &str, s: &str) -> SseItem {
     SseItem::Event(SseEvent {
-        name: Some(name.to_string()),
+        name: Some(name.into()),
         data: Bytes::copy_from_slice(s.as_bytes()),
     })
 }
@@ -124,6 +124,21 @@ fn event_id_retry_lines() {
         b"event: text_delta\nid: 7\nretry: 1000\ndata: {}\n\ndata: {}\n\n",
         &[named("text_delta", "{}"), data("{}")],
     );
+}
+
+#[test]
+fn a_repeated_event_name_is_shared_and_a_new_one_replaces_it() {
+    let items = decode_whole(b"event: a\ndata: 1\n\nevent: a\ndata: 2\n\nevent: b\ndata: 3\n\n");
+    let names: Vec<_> = items
+        .iter()
+        .map(|item| match item {
+            SseItem::Event(e) => e.name.clone().unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(Arc::ptr_eq(&names[0], &names[1]));
+    assert_eq!([&*names[0], &*names[2]], ["a", "b"]);
+    assert_eq!(items[2], named("b", "3"));
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! Every dialect reader produces these types and every writer consumes them, so this module
 //! is the one vocabulary the gateway speaks inside. Serialisation follows the 1.0 rules:
 //! camelCase keys, optional fields omitted (never `null`), integer millisecond timestamps.
-//! Fields a type does not know are kept in an `extra` map, so nothing a newer producer adds
-//! is lost before a writer decides what to do with it.
+//! Fields a type does not know are kept in `extra` (as their JSON text), so nothing a newer
+//! producer adds is lost before a writer decides what to do with it.
 //!
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
@@ -51,52 +51,136 @@ pub struct EventBase {
     /// Unknown fields, kept verbatim. A strict writer folds them into `metadata`.
     #[serde(flatten)]
     pub extra: Extra,
+    /// The JSON the event was read from, while nothing has changed it (see [`Source`]).
+    #[serde(skip)]
+    pub source: Source,
 }
 
-/// An event's unknown fields: a JSON object that allocates only when it holds something.
-/// Reads as a [`Map`] (an empty one when nothing is held).
-#[derive(Debug, Clone, Default)]
-pub struct Extra(Option<Box<Map<String, Value>>>);
+/// The upstream's JSON of an event that is still exactly as it was read: an AG-UI writer
+/// forwards these bytes instead of encoding the event again (`benches/codec.rs`: encoding is
+/// a sixth of an AG-UI → AG-UI event's cost). Only the AG-UI reader's fast path sets it, on a
+/// content delta without unknown fields (one line of JSON that decodes to exactly the event);
+/// whatever changes such an event must change a field a writer checks before forwarding (its
+/// lane, metadata, unknown fields), and `debug` builds check every forwarded event against its
+/// encoding.
+///
+/// Not part of the event's value: it compares equal to any other, and a clone has none, so a
+/// copy changed apart from its original never forwards stale bytes, and an event kept for later
+/// never keeps an upstream read buffer alive.
+#[derive(Default)]
+pub struct Source(Option<bytes::Bytes>);
+
+impl Source {
+    pub fn new(json: bytes::Bytes) -> Source {
+        Source(Some(json))
+    }
+
+    /// The JSON, if the event still has it.
+    pub fn json(&self) -> Option<&[u8]> {
+        self.0.as_deref()
+    }
+}
+
+impl Clone for Source {
+    fn clone(&self) -> Source {
+        Source(None)
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, _: &Source) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Source(..)"
+        } else {
+            "Source(-)"
+        })
+    }
+}
+
+/// An event's unknown fields, kept as the compact JSON text of their members (`"ts":1,"k":"v"`,
+/// in the order they came: what serde_json writes for them), so that keeping one costs a single
+/// allocation and no tree of values: readers keep them on every event, writers mostly copy or
+/// drop them. [`Extra::to_map`] gives them as a [`Map`] where one is needed.
+#[derive(Clone, Default)]
+pub struct Extra(Option<Box<str>>);
 
 impl Extra {
+    /// Fields whose members text is `members`: compact JSON members as serde_json writes them
+    /// (`"k":v` joined by `,`), each key once. The caller vouches for that.
+    pub(crate) fn from_members(members: &str) -> Extra {
+        Extra((!members.is_empty()).then(|| Box::from(members)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The members' JSON text, without braces; empty when there are none.
+    pub fn members(&self) -> &str {
+        self.0.as_deref().unwrap_or_default()
+    }
+
+    /// The fields as a map.
+    pub fn to_map(&self) -> Map<String, Value> {
+        let Some(members) = self.0.as_deref() else {
+            return Map::new();
+        };
+        // The text is serde_json's own output for a map: it parses back.
+        serde_json::from_str(&format!("{{{members}}}")).unwrap_or_default()
+    }
+
     /// Takes the fields out, leaving none.
     pub fn take(&mut self) -> Map<String, Value> {
-        self.0.take().map(|map| *map).unwrap_or_default()
+        let map = self.to_map();
+        self.0 = None;
+        map
+    }
+
+    /// Sets one field (replacing a field of that key in place, as a map would).
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        let mut map = self.to_map();
+        let old = map.insert(key, value);
+        *self = Extra::from(map);
+        old
     }
 }
 
 impl From<Map<String, Value>> for Extra {
     fn from(map: Map<String, Value>) -> Extra {
-        Extra((!map.is_empty()).then(|| Box::new(map)))
+        if map.is_empty() {
+            return Extra(None);
+        }
+        // A map of JSON values always serialises; its text is `{members}`.
+        let text = serde_json::to_string(&map).unwrap_or_default();
+        let members = text
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix('}'))
+            .unwrap_or_default();
+        Extra::from_members(members)
     }
 }
 
-impl std::ops::Deref for Extra {
-    type Target = Map<String, Value>;
-
-    fn deref(&self) -> &Map<String, Value> {
-        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-        self.0
-            .as_deref()
-            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
-    }
-}
-
-impl std::ops::DerefMut for Extra {
-    fn deref_mut(&mut self) -> &mut Map<String, Value> {
-        self.0.get_or_insert_with(Box::default)
+impl std::fmt::Debug for Extra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Extra({{{}}})", self.members())
     }
 }
 
 impl PartialEq for Extra {
     fn eq(&self, other: &Extra) -> bool {
-        **self == **other
+        self.members() == other.members() || self.to_map() == other.to_map()
     }
 }
 
 impl Serialize for Extra {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (**self).serialize(serializer)
+        self.to_map().serialize(serializer)
     }
 }
 

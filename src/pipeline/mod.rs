@@ -316,8 +316,16 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// Steps every event the reader produced (the buffer is kept for reuse).
     fn step_read(&mut self, out: &mut BytesMut) {
         let mut events = std::mem::take(&mut self.read_out);
-        for event in events.drain(..) {
-            self.step(Input::Event(event), out);
+        for mut event in events.drain(..) {
+            // A delta of an open message or call — nearly every event — goes straight to the
+            // writer: the same as stepping it, without moving the event through the guard's
+            // output (events are large; `benches/codec.rs`).
+            if self.sequencer.continues(&mut event) {
+                self.write(event, out);
+                self.count_notes();
+            } else {
+                self.step(Input::Event(event), out);
+            }
         }
         self.read_out = events;
     }
@@ -330,21 +338,37 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         if self.failure.is_none() {
             self.failure = self.sequencer.failure();
         }
-        let mut refused = None;
-        for event in self.seq_out.drain(..) {
-            if refused.is_some() {
+        let mut events = std::mem::take(&mut self.seq_out);
+        let mut drained = events.drain(..);
+        for event in drained.by_ref() {
+            if !self.write(event, out) {
                 break;
             }
-            self.stats.events_out += 1;
-            refused = self.writer.write(event, out).err();
-            self.writer.take_notes(&mut self.notes);
         }
-        self.seq_out.clear();
-        if let Some(failure) = refused {
-            // The client's dialect cannot carry the run further (a bound of the writer): the
-            // sequencer ends it like an upstream failure, and the writer writes that end.
-            self.step(Input::UpstreamFailed(failure), out);
+        drop(drained);
+        self.seq_out = events;
+        self.count_notes();
+    }
+
+    /// Writes one event the guard let through; false when the writer refused it (a bound of
+    /// the client's dialect), after the run was ended for it.
+    fn write(&mut self, event: crate::event::Event, out: &mut BytesMut) -> bool {
+        self.stats.events_out += 1;
+        let refused = self.writer.write(event, out).err();
+        self.writer.take_notes(&mut self.notes);
+        match refused {
+            None => true,
+            Some(failure) => {
+                // The client's dialect cannot carry the run further: the sequencer ends it
+                // like an upstream failure, and the writer writes that end.
+                self.step(Input::UpstreamFailed(failure), out);
+                false
+            }
         }
+    }
+
+    /// Counts the notes of the last step.
+    fn count_notes(&mut self) {
         for note in self.notes.drain(..) {
             match self.note_counts.iter_mut().find(|(n, _)| *n == note) {
                 Some((_, count)) => *count += 1,
@@ -369,4 +393,58 @@ pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsup
     pipeline.push(input, &mut out);
     pipeline.end(&mut out);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agui(input: &str) -> String {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let spec = PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids);
+        String::from_utf8(translate_all(spec, input.as_bytes()).unwrap().to_vec()).unwrap()
+    }
+
+    /// AG-UI → AG-UI forwards the bytes of a delta the pipeline leaves as it is, and encodes
+    /// again what it changes: here, the delta of a message a subagent opened takes its lane.
+    #[test]
+    fn unchanged_deltas_keep_their_bytes_and_changed_ones_are_encoded_again() {
+        let delta = r#"{"messageId":"m", "delta":"a\u0062", "type":"TEXT_MESSAGE_CONTENT"}"#;
+        let lane_delta = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x"}"#;
+        let input = [
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+            delta,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"s1","subagentRunId":"sub"}"#,
+            lane_delta,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"s1"}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+        ]
+        .map(|data| format!("data: {data}\n\n"))
+        .concat();
+        let out = agui(&input);
+        assert!(out.contains(&format!("data: {delta}\n\n")), "{out}");
+        assert!(!out.contains(lane_delta), "{out}");
+        assert!(
+            out.contains(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x","subagentRunId":"sub"}"#),
+            "{out}"
+        );
+    }
+
+    /// A delta whose data came in several `data:` lines is written as one.
+    #[test]
+    fn a_multi_line_delta_is_written_on_one_line() {
+        let input = "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\ndata: \"messageId\":\"m\",\"delta\":\"x\"}\n\n";
+        let out = agui(input);
+        assert!(
+            out.contains(
+                "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"x\"}\n\n"
+            ),
+            "{out}"
+        );
+    }
 }

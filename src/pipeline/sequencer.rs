@@ -158,6 +158,26 @@ impl RunSequencer {
         matches!(self.phase, Phase::NotStarted | Phase::Running)
     }
 
+    /// Whether `event` continues an entity that is open: a text, reasoning or argument delta of
+    /// an open message or call while the run runs. Then it takes its opener's lane here, and
+    /// stepping it would pass it on as it is, alone and without a note: the caller may hand it
+    /// on without stepping it. False: step it.
+    pub fn continues(&self, event: &mut Event) -> bool {
+        if self.phase != Phase::Running {
+            return false;
+        }
+        match event {
+            Event::TextMessageContent(e) => {
+                self.continue_open(Kind::Text, &e.message_id, &mut e.base)
+            }
+            Event::ReasoningMessageContent(e) => {
+                self.continue_open(Kind::ReasoningMessage, &e.message_id, &mut e.base)
+            }
+            Event::ToolCallArgs(e) => self.continue_open(Kind::Tool, &e.tool_call_id, &mut e.base),
+            _ => false,
+        }
+    }
+
     /// Feeds one input; appends what the client must see to `out`. Never fails: bad input is
     /// dropped (noted) or ends the run with `RUN_ERROR`.
     pub fn step(&mut self, input: Input, out: &mut Vec<Event>, notes: &mut Vec<Note>) {

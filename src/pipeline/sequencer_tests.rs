@@ -623,3 +623,41 @@ fn too_many_open_entities_or_huge_ids_end_the_run() {
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
     assert_eq!(out[1]["code"], "UPSTREAM_LIMIT_EXCEEDED");
 }
+
+/// `continues` is a shortcut of `step`: whenever it says yes, stepping the event gives that
+/// event alone (with the lane it applied) and no note; and it says yes to the deltas of open
+/// messages and calls.
+#[test]
+fn a_continuing_delta_steps_to_itself_alone() {
+    let stream = vec![
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m0","delta":"before the run"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b","subagentRunId":"s"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"n","delta":"not open"}),
+        json!({"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}),
+        json!({"type":"TOOL_CALL_END","toolCallId":"c"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"closed"}),
+        json!({"type":"REASONING_MESSAGE_START","messageId":"r"}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"closed"}),
+        json!({"type":"RUN_FINISHED","threadId":"","runId":""}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"n","delta":"after the run"}),
+    ];
+    let mut seq = RunSequencer::new(ids());
+    let mut shortcuts = Vec::new();
+    for (i, v) in stream.into_iter().enumerate() {
+        let mut probe = ev(v.clone());
+        let continues = seq.continues(&mut probe);
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        seq.step(Input::Event(ev(v)), &mut out, &mut notes);
+        if continues {
+            shortcuts.push(i);
+            assert_eq!(out, [probe], "event {i}");
+            assert!(notes.is_empty(), "event {i}: {notes:?}");
+        }
+    }
+    assert_eq!(shortcuts, [2, 3, 6, 10]);
+}

@@ -40,7 +40,7 @@ use crate::event::{
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
 };
-use crate::json::{for_each_field, Scalar};
+use crate::json::{for_each_field, Cursor, Scalar};
 use crate::sse::SseEvent;
 
 /// Prefix of the confirm call offering an AAP permission to the client (§6.1).
@@ -340,10 +340,10 @@ impl AapReader {
             return Ok(());
         }
         // The name from the `event:` line, else from the data (a frame some peers send).
-        let event_name = match &event.name {
-            Some(n) => n.clone(),
+        let event_name: Cow<'_, str> = match &event.name {
+            Some(n) => Cow::Borrowed(n),
             None => match data.remove("event") {
-                Some(Value::String(n)) => n,
+                Some(Value::String(n)) => Cow::Owned(n),
                 _ => {
                     notes.push(Note::Dropped(DropKind::UnknownType));
                     return Ok(());
@@ -355,7 +355,7 @@ impl AapReader {
             return Ok(());
         }
         let data = Value::Object(data);
-        match event_name.as_str() {
+        match &*event_name {
             name::TURN_START => {}
             name::TEXT_DELTA | name::THINKING_DELTA => {
                 let kind = if event_name == name::TEXT_DELTA {
@@ -996,13 +996,27 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
         name::THINKING_DELTA => Kind::Reasoning,
         _ => return None,
     };
+    // As AAP agents write it: `{"delta":"…"}`, perhaps with fields AAP does not define after
+    // it, which the general path ignores too.
+    let mut c = Cursor::new(&event.data);
+    if c.accept(br#"{"delta":""#) {
+        if let Some(delta) = c.string_rest() {
+            let mut again = false;
+            while let Some((key, _)) = c.member() {
+                again |= key == "delta";
+            }
+            if !again && c.accept(b"}") && c.at_end() {
+                return Some((kind, delta.decode()));
+            }
+        }
+    }
     let mut delta = None;
     for_each_field(&event.data, |key, value| match (key, value) {
         ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
-        ("delta", Scalar::Int(_)) => None,
+        ("delta", Scalar::Int(..)) => None,
         _ => Some(()),
     })?;
-    Some((kind, delta?))
+    Some((kind, delta?.decode()))
 }
 
 impl crate::dialect::codec::Reader for AapReader {

@@ -11,7 +11,7 @@ fn reader(options: ReadOptions) -> AapReader {
 
 fn event(name: Option<&str>, data: &str) -> SseEvent {
     SseEvent {
-        name: name.map(str::to_owned),
+        name: name.map(Into::into),
         data: bytes::Bytes::copy_from_slice(data.as_bytes()),
     }
 }
@@ -258,4 +258,36 @@ fn a_call_made_up_for_an_interrupt_is_no_event() {
         &f.outcome,
         Some(RunOutcome::Interrupt { interrupts }) if interrupts[0].id == "i-1"
     ));
+}
+
+/// The hand-read deltas give what the general path reads from the same data: the `delta`
+/// string, whatever else the data holds.
+#[test]
+fn plain_deltas_read_as_the_general_path_reads_them() {
+    for data in [
+        r#"{"delta":"plain"}"#,
+        r#"{"delta":"q\"é\\\n\u00e9"}"#,
+        r#"{"delta":"x","ts":1732460000000000000}"#,
+        r#"{"delta":"x","ts":"s","n":-1}"#,
+        r#"{"ts":1,"delta":"x"}"#,
+        r#"{ "delta" : "spaced" }"#,
+        r#"{"delta":"x","delta":"y"}"#,
+        r#"{"delta":"x","nested":{"a":1}}"#,
+        r#"{"delta":7}"#,
+        r#"{"other":"x"}"#,
+    ] {
+        let fast = plain_delta(&event(Some("text_delta"), data)).map(|(_, d)| d.into_owned());
+        let general: serde_json::Value = serde_json::from_str(data).unwrap();
+        if let Some(fast) = fast {
+            assert_eq!(general["delta"].as_str(), Some(fast.as_str()), "{data}");
+        }
+    }
+    for (data, expected) in [
+        (r#"{"delta":"x","ts":1732460000000000000}"#, Some("x")),
+        (r#"{"delta":"x","delta":"y"}"#, None),
+        (r#"{"delta":7}"#, None),
+    ] {
+        let fast = plain_delta(&event(Some("text_delta"), data)).map(|(_, d)| d.into_owned());
+        assert_eq!(fast.as_deref(), expected, "{data}");
+    }
 }

@@ -86,6 +86,18 @@ pub struct ChunkExpander {
 }
 
 impl ChunkExpander {
+    /// Whether [`Self::push`] would pass `event` on as it is, with nothing before it: it is no
+    /// chunk, and no chunk stream is open for it to close.
+    pub fn passes(&self, event: &Event) -> bool {
+        self.open.is_empty()
+            && !matches!(
+                event,
+                Event::TextMessageChunk(_)
+                    | Event::ToolCallChunk(_)
+                    | Event::ReasoningMessageChunk(_)
+            )
+    }
+
     /// Passes one event through, expanding chunks and closing chunk streams as the client does.
     /// `Err`: the chunk contradicts what its item's opener said (see the module docs).
     pub fn push(

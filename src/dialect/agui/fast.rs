@@ -1,35 +1,93 @@
 //! The reader's fast path: most events of a healthy stream are already strict AG-UI 1.0, and
 //! for them the generic JSON tree, the key and value repairs and the second decode are wasted.
+//!
+//! Content deltas (text, reasoning, tool arguments) arrive by the thousand and carry the same
+//! few fields, so they are read by hand (`json::for_each_field`); fields the reader does not
+//! know (a vendor's `ts`, a `model`) are kept as their JSON text, as the slow path would keep
+//! them, without leaving the fast path. Measured with `benches/codec.rs` (`text-60B+field`):
+//! the slow path costs several times the whole pipeline's work for such an event.
+
+use bytes::Bytes;
 
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
-use crate::event::{Event, EventBase, ReasoningMessageContent, TextMessageContent, ToolCallArgs};
-use crate::json::{for_each_field, Scalar};
+use crate::event::{
+    Event, EventBase, EventType, Extra, ReasoningMessageContent, Source, TextMessageContent,
+    ToolCallArgs,
+};
+use crate::json::{for_each_field, Cursor, JsonStr, Scalar};
+use crate::mapping::AguiAliases;
 
-/// The fast path: a content event that is already strict 1.0 — it decodes straight into its
-/// type, and nothing the slow path would repair is present (no unknown or snake_case keys, no
-/// `null`, no empty optional ids, a plausible integer timestamp, valid patch paths, no vendor
-/// signal) — needs no generic JSON tree. `None` sends the event down the slow path, which gives the same
-/// result for everything this accepts (tested: `fast_and_slow_paths_agree`).
-pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
+/// Unknown fields a content event may carry and still take the fast path.
+const MAX_UNKNOWN_FIELDS: usize = 8;
+
+/// What the fast path keeps between events: the alias keys of the content types' own fields
+/// (`[fields.TEXT_MESSAGE_CONTENT]` …), found once per reader rather than by hashing the type
+/// name per event, and a buffer for the unknown fields' text.
+#[derive(Debug)]
+pub(super) struct Scratch {
+    aliases: [Vec<String>; 3],
+    members: String,
+}
+
+impl Scratch {
+    pub(super) fn new(aliases: &AguiAliases) -> Scratch {
+        let of = |ty: EventType| {
+            aliases
+                .fields
+                .get(ty.as_str())
+                .map(|pairs| pairs.iter().map(|(alias, _)| alias.clone()).collect())
+                .unwrap_or_default()
+        };
+        Scratch {
+            aliases: CONTENT_TYPES.map(of),
+            members: String::new(),
+        }
+    }
+}
+
+/// The content deltas, in the order of [`Scratch`]'s alias lists.
+const CONTENT_TYPES: [EventType; 3] = [
+    EventType::TextMessageContent,
+    EventType::ReasoningMessageContent,
+    EventType::ToolCallArgs,
+];
+
+/// The fast path: an event that is already strict 1.0 — it decodes straight into its type, and
+/// nothing the slow path would repair is present (no snake_case or alias keys, no `null`, no
+/// empty optional ids, a plausible integer timestamp, valid patch paths, no vendor signal) —
+/// needs no generic JSON tree. Pushes it onto `out` (no copy of the event on the way: events
+/// are large, and this runs for nearly every one). False sends the event down the slow path,
+/// which gives the same result for everything this accepts (tested:
+/// `fast_and_slow_paths_agree`).
+///
+/// A content delta without unknown fields keeps `data` as its [`Source`], so an AG-UI writer
+/// can forward it as it came.
+pub(super) fn read(
+    data: &Bytes,
+    options: ReaderOptions,
+    scratch: &mut Scratch,
+    out: &mut Vec<Event>,
+) -> bool {
     // A content event's decoder takes no `null`; nothing else is checked for it first.
-    if let Some(event) = content_event(data) {
-        return options
-            .timestamps
-            .keeps(event.base().timestamp)
-            .then_some(event);
+    match content_event(data, options, scratch, out) {
+        Content::Read => return true,
+        Content::Refused => return false,
+        Content::Other => {}
     }
     // `null` anywhere may be a null optional field, which the slow path counts as a repair.
     if memchr::memmem::find(data, b"null").is_some() {
-        return None;
+        return false;
     }
-    let event: Event = serde_json::from_slice(data).ok()?;
+    let Ok(event) = serde_json::from_slice::<Event>(data) else {
+        return false;
+    };
     let base = event.base();
     if !base.extra.is_empty() || base.subagent_run_id.as_deref() == Some("") {
-        return None;
+        return false;
     }
     if !options.timestamps.keeps(base.timestamp) {
-        return None;
+        return false;
     }
     let fits = match &event {
         Event::ToolCallStart(e) => e.parent_message_id.as_deref() != Some(""),
@@ -50,55 +108,271 @@ pub(super) fn canonical_event(data: &[u8], options: ReaderOptions) -> Option<Eve
         Event::RunStarted(_) | Event::RunFinished(_) | Event::RunError(_) => false,
         _ => true,
     };
-    fits.then_some(event)
+    if fits {
+        out.push(event);
+    }
+    fits
 }
 
-/// Decodes a text, reasoning or tool-argument delta — the type, one id, the delta and at most a
-/// timestamp, as they arrive by the thousand — in one pass straight into its type: the tagged
-/// enum would first buffer the whole object to find its `type`, and the flattened base fields
-/// buffer it once more. `None`: not such an event, or not in this plain shape (another field,
-/// a key twice); the general decoder takes it.
-fn content_event(data: &[u8]) -> Option<Event> {
+/// What [`content_event`] made of an event.
+enum Content {
+    /// A content delta, pushed.
+    Read,
+    /// A content delta the slow path must read.
+    Refused,
+    /// Not a content delta in the plain shape: another decoder may take it.
+    Other,
+}
+
+/// Decodes a text, reasoning or tool-argument delta — the type, one id, the delta, at most a
+/// timestamp and a few fields the model does not know, as they arrive by the thousand — in one
+/// pass straight into its type: the tagged enum would first buffer the whole object to find its
+/// `type`, and the flattened base fields buffer it once more. Not such an event, or not in this
+/// plain shape (a field the slow path would repair or rename, a nested value, a key twice):
+/// the general decoder takes it.
+fn content_event(
+    data: &Bytes,
+    options: ReaderOptions,
+    scratch: &mut Scratch,
+    out: &mut Vec<Event>,
+) -> Content {
+    match sdk_layout(data, scratch) {
+        Layout::Read {
+            ty,
+            id,
+            delta,
+            timestamp,
+            unknown,
+        } => {
+            if !options.timestamps.keeps(timestamp) {
+                return Content::Refused;
+            }
+            let base = EventBase {
+                timestamp,
+                extra: Extra::from_members(&scratch.members),
+                // Compact, and nothing unknown: exactly the event, on one line.
+                source: if unknown {
+                    Source::default()
+                } else {
+                    Source::new(data.clone())
+                },
+                ..EventBase::default()
+            };
+            out.push(content(ty, id.into_owned(), delta.into_owned(), base));
+            return Content::Read;
+        }
+        Layout::Refused => return Content::Refused,
+        Layout::Other => {}
+    }
     let (mut ty, mut message_id, mut tool_call_id, mut delta, mut timestamp) =
         (None, None, None, None, None);
-    for_each_field(data, |key, value| {
-        let slot = match (key, value) {
+    // Unknown fields: their keys (to refuse one twice) and their members text.
+    let mut unknown_keys = [""; MAX_UNKNOWN_FIELDS];
+    let mut unknown = 0;
+    let members = &mut scratch.members;
+    members.clear();
+    let flat = for_each_field(data, |key, value| {
+        let fresh = match (key, value) {
             ("type", Scalar::Str(s)) => set(&mut ty, s),
             ("messageId", Scalar::Str(s)) => set(&mut message_id, s),
             ("toolCallId", Scalar::Str(s)) => set(&mut tool_call_id, s),
             ("delta", Scalar::Str(s)) => set(&mut delta, s),
-            ("timestamp", Scalar::Int(n)) => set(&mut timestamp, n),
-            _ => false,
+            ("timestamp", Scalar::Int(n, _)) => set(&mut timestamp, n),
+            _ if !is_plain_unknown(key) => false,
+            _ => {
+                if unknown == MAX_UNKNOWN_FIELDS || unknown_keys[..unknown].contains(&key) {
+                    return None;
+                }
+                unknown_keys[unknown] = key;
+                unknown += 1;
+                if !members.is_empty() {
+                    members.push(',');
+                }
+                members.push('"');
+                members.push_str(key);
+                members.push_str("\":");
+                value.write_canonical(members);
+                true
+            }
         };
-        slot.then_some(())
-    })?;
+        fresh.then_some(())
+    });
+    let Some(compact) = flat else {
+        return Content::Other;
+    };
+    let (ty, aliases) = match ty.and_then(|ty| ty.plain()) {
+        Some("TEXT_MESSAGE_CONTENT") => (CONTENT_TYPES[0], &scratch.aliases[0]),
+        Some("REASONING_MESSAGE_CONTENT") => (CONTENT_TYPES[1], &scratch.aliases[1]),
+        Some("TOOL_CALL_ARGS") => (CONTENT_TYPES[2], &scratch.aliases[2]),
+        _ => return Content::Other,
+    };
+    // An alias of this type's own fields is renamed by the slow path, not kept.
+    let aliased = unknown_keys[..unknown]
+        .iter()
+        .any(|key| aliases.iter().any(|alias| alias == key));
+    let id = match (ty, message_id, tool_call_id) {
+        (EventType::ToolCallArgs, None, Some(id)) => id,
+        (EventType::ToolCallArgs, ..) | (_, None, _) | (_, _, Some(_)) => return Content::Refused,
+        (_, Some(id), None) => id,
+    };
+    let (Some(delta), false, true) = (delta, aliased, options.timestamps.keeps(timestamp)) else {
+        return Content::Refused;
+    };
+    let source = if unknown == 0 && (compact || memchr::memchr(b'\n', data).is_none()) {
+        // One line of JSON (several `data:` lines join with LF), exactly the event.
+        Source::new(data.clone())
+    } else {
+        Source::default()
+    };
     let base = EventBase {
         timestamp,
+        extra: Extra::from_members(&scratch.members),
+        source,
         ..EventBase::default()
     };
-    let delta = delta?.into_owned();
-    match (ty?.as_ref(), message_id, tool_call_id) {
-        ("TEXT_MESSAGE_CONTENT", Some(id), None) => {
-            Some(Event::TextMessageContent(TextMessageContent {
-                message_id: id.into_owned(),
+    out.push(content(ty, id.into_owned(), delta.into_owned(), base));
+    Content::Read
+}
+
+/// What [`sdk_layout`] found.
+enum Layout<'a> {
+    /// The event, its unknown fields' text in the scratch buffer (`unknown`: there are some).
+    Read {
+        ty: EventType,
+        id: JsonStr<'a>,
+        delta: JsonStr<'a>,
+        timestamp: Option<i64>,
+        unknown: bool,
+    },
+    /// A content delta in this layout that the slow path must read (a field it renames).
+    Refused,
+    /// Not this layout.
+    Other,
+}
+
+/// A content delta as the SDKs write it — `{"type":…,"messageId":…,"delta":…}` (`toolCallId`
+/// for arguments), a timestamp after the type (Python) or after the delta (TypeScript, this
+/// gateway), then any fields the model does not know, no whitespace — read by comparing its
+/// fixed text ([`Cursor`]): what [`for_each_field`] would read from it, at a fraction of the
+/// cost.
+fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
+    let mut c = Cursor::new(data);
+    if !c.accept(br#"{"type":""#) {
+        return Layout::Other;
+    }
+    let (ty, id_key, aliases) = if c.accept(br#"TEXT_MESSAGE_CONTENT""#) {
+        (
+            CONTENT_TYPES[0],
+            &br#","messageId":""#[..],
+            &scratch.aliases[0],
+        )
+    } else if c.accept(br#"REASONING_MESSAGE_CONTENT""#) {
+        (
+            CONTENT_TYPES[1],
+            &br#","messageId":""#[..],
+            &scratch.aliases[1],
+        )
+    } else if c.accept(br#"TOOL_CALL_ARGS""#) {
+        (
+            CONTENT_TYPES[2],
+            &br#","toolCallId":""#[..],
+            &scratch.aliases[2],
+        )
+    } else {
+        return Layout::Other;
+    };
+    let Some((id, delta, timestamp)) = (|| {
+        let mut timestamp = None;
+        if c.accept(br#","timestamp":"#) {
+            timestamp = Some(c.integer()?);
+        }
+        c.expect(id_key)?;
+        let id = c.string_rest()?;
+        c.expect(br#","delta":""#)?;
+        let delta = c.string_rest()?;
+        if timestamp.is_none() && c.accept(br#","timestamp":"#) {
+            timestamp = Some(c.integer()?);
+        }
+        Some((id, delta, timestamp))
+    })() else {
+        return Layout::Other;
+    };
+    let members = &mut scratch.members;
+    members.clear();
+    let mut keys = [""; MAX_UNKNOWN_FIELDS];
+    let mut unknown = 0;
+    while let Some((key, value)) = c.member() {
+        if !is_plain_unknown(key) || unknown == MAX_UNKNOWN_FIELDS || keys[..unknown].contains(&key)
+        {
+            return Layout::Other;
+        }
+        if aliases.iter().any(|alias| alias == key) {
+            return Layout::Refused;
+        }
+        keys[unknown] = key;
+        unknown += 1;
+        if !members.is_empty() {
+            members.push(',');
+        }
+        members.push('"');
+        members.push_str(key);
+        members.push_str("\":");
+        value.write_canonical(members);
+    }
+    if !c.accept(b"}") || !c.at_end() {
+        return Layout::Other;
+    }
+    Layout::Read {
+        ty,
+        id,
+        delta,
+        timestamp,
+        unknown: unknown > 0,
+    }
+}
+
+/// The content delta of type `ty`.
+fn content(ty: EventType, id: String, delta: String, base: EventBase) -> Event {
+    match ty {
+        EventType::ReasoningMessageContent => {
+            Event::ReasoningMessageContent(ReasoningMessageContent {
+                message_id: id,
                 delta,
                 base,
-            }))
+            })
         }
-        ("REASONING_MESSAGE_CONTENT", Some(id), None) => {
-            Some(Event::ReasoningMessageContent(ReasoningMessageContent {
-                message_id: id.into_owned(),
-                delta,
-                base,
-            }))
-        }
-        ("TOOL_CALL_ARGS", None, Some(id)) => Some(Event::ToolCallArgs(ToolCallArgs {
-            tool_call_id: id.into_owned(),
+        EventType::ToolCallArgs => Event::ToolCallArgs(ToolCallArgs {
+            tool_call_id: id,
             delta,
             base,
-        })),
-        _ => None,
+        }),
+        _ => Event::TextMessageContent(TextMessageContent {
+            message_id: id,
+            delta,
+            base,
+        }),
     }
+}
+
+/// Whether the slow path keeps this field of a content event as it is, among the event's
+/// unknown fields: not one of the model's own fields (those take only their own type), not a
+/// snake_case key (renamed), not an optional id (dropped when empty).
+fn is_plain_unknown(key: &str) -> bool {
+    const MODEL_KEYS: &[&str] = &[
+        "type",
+        "messageId",
+        "toolCallId",
+        "delta",
+        "timestamp",
+        "rawEvent",
+        "metadata",
+        "subagentRunId",
+        "parentMessageId",
+        "parentRunId",
+        "parentSubagentRunId",
+        "parentToolCallId",
+    ];
+    !key.contains('_') && !MODEL_KEYS.contains(&key)
 }
 
 /// Fills an empty slot; false when the key came twice.

@@ -122,8 +122,10 @@ impl Timestamps {
     pub fn keeps(self, timestamp: Option<i64>) -> bool {
         match (timestamp, self) {
             (None, _) | (Some(_), Timestamps::Passthrough) => true,
+            // What `timestamp_ms` leaves as it is: an integer in milliseconds already (at or
+            // above 1e11, which every plausible one is) and plausible.
             (Some(ts), Timestamps::Normalise) => {
-                timestamp_ms(&Value::from(ts)) == Some(Value::from(ts))
+                (EARLIEST_PLAUSIBLE_MS..=MAX_SAFE_INTEGER).contains(&ts)
             }
             (Some(_), Timestamps::Drop) => false,
         }
@@ -448,6 +450,30 @@ fn upgrade_binary_part(part: &mut Map<String, Value>, notes: &mut Vec<Note>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_integer_timestamp_is_kept_exactly_when_normalising_leaves_it() {
+        for ts in [
+            i64::MIN,
+            -EARLIEST_PLAUSIBLE_MS,
+            -1,
+            0,
+            1,
+            99_999_999_999,
+            100_000_000_000,
+            EARLIEST_PLAUSIBLE_MS - 1,
+            EARLIEST_PLAUSIBLE_MS,
+            1_761_819_878,
+            1_761_819_878_000,
+            MAX_SAFE_INTEGER,
+            MAX_SAFE_INTEGER + 1,
+            1_732_460_000_000_000_000,
+            i64::MAX,
+        ] {
+            let normalised = timestamp_ms(&Value::from(ts)) == Some(Value::from(ts));
+            assert_eq!(Timestamps::Normalise.keeps(Some(ts)), normalised, "{ts}");
+        }
+    }
 
     #[test]
     fn timestamps() {

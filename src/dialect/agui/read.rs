@@ -42,13 +42,15 @@ pub struct AguiReader {
     thinking: Thinking,
     /// Events resolved from one object before chunk expansion; reused between calls.
     scratch: Vec<Event>,
-    /// Decode well-formed 1.0 events straight into their type (see `fast::canonical_event`).
+    /// Decode well-formed 1.0 events straight into their type (see `fast::read`).
     fast_path: bool,
+    fast: fast::Scratch,
 }
 
 impl AguiReader {
     pub fn new(ids: &RunIds, aliases: Arc<AguiAliases>, options: ReaderOptions) -> AguiReader {
         AguiReader {
+            fast: fast::Scratch::new(&aliases),
             aliases,
             options,
             mint: IdMint::new(&ids.run_id),
@@ -69,9 +71,14 @@ impl AguiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         if self.fast_path && self.held_args.is_empty() {
-            if let Some(event) = fast::canonical_event(&sse.data, self.options) {
-                let first = out.len();
-                let pushed = self.chunks.push(event, &mut self.mint, out, notes);
+            let first = out.len();
+            if fast::read(&sse.data, self.options, &mut self.fast, out) {
+                let mut pushed = Ok(());
+                if !self.chunks.passes(&out[first]) {
+                    if let Some(event) = out.pop() {
+                        pushed = self.chunks.push(event, &mut self.mint, out, notes);
+                    }
+                }
                 self.track_open_text(&out[first..]);
                 return pushed;
             }

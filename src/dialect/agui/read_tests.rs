@@ -30,7 +30,7 @@ fn new_reader() -> AguiReader {
 /// An SSE event with an optional `event:` name and raw data.
 fn sse_raw(name: Option<&str>, data: impl Into<Bytes>) -> SseEvent {
     SseEvent {
-        name: name.map(str::to_owned),
+        name: name.map(Into::into),
         data: data.into(),
     }
 }
@@ -1081,7 +1081,7 @@ fn row_15_vendor_extras_are_kept_for_the_writer() {
     ]);
     let extras: Vec<Value> = out
         .iter()
-        .map(|e| Value::Object((*e.base().extra).clone()))
+        .map(|e| Value::Object(e.base().extra.to_map()))
         .collect();
     assert_eq!(
         extras,
@@ -1126,7 +1126,7 @@ fn row_16_action_execution() {
         ]
     );
     assert_eq!(
-        Value::Object((*out[4].base().extra).clone()),
+        Value::Object(out[4].base().extra.to_map()),
         json!({"actionName":"searchFlights"})
     );
     assert_eq!(count(&notes, Note::Fixup(Rule::ActionExecution)), 5);
@@ -1653,6 +1653,22 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"CUSTOM","name":"SYSTEM_EXCEPTION","value":"busy"}),
         json!({"type":"CUSTOM","name":"n","value":{"snake_key":1}}),
         json!({"type":"RAW","event":{"thread_id":1},"source":"s"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1_732_460_000_000_000_000_u64}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","timestamp":1_700_000_000_000_i64,"messageId":"m","delta":"py"}),
+        json!({"type":"TOOL_CALL_ARGS","timestamp":1_700_000_000_000_i64,"toolCallId":"c","delta":"{}","k":"v\n"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","timestamp":5,"messageId":"m","delta":"early"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1,"content":"c"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","timestamp":1_700_000_000_000_i64,"timestamp":1_700_000_000_001_i64}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"x","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","model":"g\"p\u{1}t/é","n":-3,"ts":1}),
+        json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z","content":"c","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","args":"a"}),
+        json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","event":"e","role":""}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","parentMessageId":""}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","run_id":"r"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","big":99_999_999_999_999_999_999.0_f64}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","flag":true,"list":[1]}),
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"interrupt","interrupts":[]}}),
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"success","pending_tool_call_ids":["c"]}}),
         json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1","outcome":{"type":"suspended","interrupt_ids":["i"]}}),
@@ -1679,6 +1695,52 @@ fn fast_and_slow_paths_agree() {
             read_stream(input, false),
             "{}",
             String::from_utf8_lossy(input)
+        );
+    }
+}
+
+/// Content events carrying fields the model does not know keep them (as the slow path keeps
+/// them) without leaving the fast path; what the slow path would rename, drop or repair still
+/// goes there.
+#[test]
+fn content_events_with_unknown_fields_take_the_fast_path() {
+    let mut scratch = fast::Scratch::new(&AguiAliases::builtin());
+    let options = ReaderOptions::default();
+    for (data, extra) in [
+        (
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1732460000000000000}"#,
+            json!({"ts":1_732_460_000_000_000_000_u64}),
+        ),
+        (
+            r#"{ "type":"TOOL_CALL_ARGS", "model":"g\u0070t\/4", "toolCallId":"c","delta":"{}","n":-7 }"#,
+            json!({"model":"gpt/4","n":-7}),
+        ),
+        (
+            r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"z","content":"c"}"#,
+            json!({"content":"c"}),
+        ),
+    ] {
+        let mut out = Vec::new();
+        assert!(
+            fast::read(&Bytes::from(data), options, &mut scratch, &mut out),
+            "declined {data}"
+        );
+        assert_eq!(Value::Object(out[0].base().extra.to_map()), extra, "{data}");
+    }
+    for data in [
+        // Renamed (row 1, row 7), dropped (row 9), repaired (row 17), or not flat.
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","run_id":"r"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","args":"a"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","parentMessageId":""}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","timestamp":"2025-01-01T00:00:00Z"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","meta":{"a":1}}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1,"ts":2}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","metadata":"m"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":-0}"#,
+    ] {
+        assert!(
+            !fast::read(&Bytes::from(data), options, &mut scratch, &mut Vec::new()),
+            "{data}"
         );
     }
 }

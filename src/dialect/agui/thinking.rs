@@ -51,7 +51,7 @@ impl Thinking {
                 .get("subagentRunId")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            extra: Default::default(),
+            ..EventBase::default()
         };
         match spelled {
             "THINKING_START" => {

@@ -70,10 +70,14 @@ impl AguiWriter {
     }
 
     /// Appends `data: <json>\n\n` for one canonical event.
-    pub fn write(&mut self, mut event: Event, out: &mut BytesMut) {
-        if write_content(&event, out) {
-            return;
+    pub fn write(&mut self, event: Event, out: &mut BytesMut) {
+        if !self.write_content(&event, out) {
+            self.write_general(event, out);
         }
+    }
+
+    /// [`Self::write`] for any event: unknown fields folded, serialised by serde.
+    fn write_general(&mut self, mut event: Event, out: &mut BytesMut) {
         let base = event.base_mut();
         if !base.extra.is_empty() {
             let mut extra = base.extra.take();
@@ -106,6 +110,80 @@ impl AguiWriter {
         // Canonical types always serialise into memory (string keys only, and writing to a
         // buffer cannot fail): a failure here is a model bug, which tests would show.
         debug_assert!(encoded.is_ok(), "could not encode {event:?}");
+    }
+
+    /// Writes a text, reasoning or argument delta that carries nothing but its id, delta,
+    /// timestamp and unknown fields — nearly every event of a stream — by hand: the bytes serde
+    /// and [`Self::write`]'s folding of unknown fields write, without the tagged and flattened
+    /// serialisers and the maps around them. False: not such an event; nothing written.
+    fn write_content(&self, event: &Event, out: &mut BytesMut) -> bool {
+        let (ty, id_key, id, delta, base) = match event {
+            Event::TextMessageContent(e) => (
+                "TEXT_MESSAGE_CONTENT",
+                "messageId",
+                &e.message_id,
+                &e.delta,
+                &e.base,
+            ),
+            Event::ReasoningMessageContent(e) => (
+                "REASONING_MESSAGE_CONTENT",
+                "messageId",
+                &e.message_id,
+                &e.delta,
+                &e.base,
+            ),
+            Event::ToolCallArgs(e) => (
+                "TOOL_CALL_ARGS",
+                "toolCallId",
+                &e.tool_call_id,
+                &e.delta,
+                &e.base,
+            ),
+            _ => return false,
+        };
+        if base.raw_event.is_some() || base.metadata.is_some() || base.subagent_run_id.is_some() {
+            return false;
+        }
+        let extra = base.extra.members();
+        if let (Some(json), true) = (base.source.json(), extra.is_empty()) {
+            // Read as it is and unchanged since: what it came as is what this would write, up
+            // to spelling (key order, spaces, escapes), which JSON leaves to the writer.
+            debug_assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(json).ok(),
+                serde_json::to_value(event).ok(),
+                "a forwarded event differs from its encoding"
+            );
+            out.reserve(8 + json.len());
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(json);
+            out.extend_from_slice(b"\n\n");
+            return true;
+        }
+        // 1.1 keeps its one field where it is: the general path knows where.
+        if self.version == ProtocolVersion::V1_1 && extra.contains(ENCRYPTED_VALUE_TYPE) {
+            return false;
+        }
+        out.reserve(64 + id.len() + delta.len() + extra.len());
+        out.extend_from_slice(b"data: {\"type\":\"");
+        out.extend_from_slice(ty.as_bytes());
+        out.extend_from_slice(b"\",\"");
+        out.extend_from_slice(id_key.as_bytes());
+        out.extend_from_slice(b"\":");
+        json::write_str(out, id);
+        out.extend_from_slice(b",\"delta\":");
+        json::write_str(out, delta);
+        if let Some(ts) = base.timestamp {
+            out.extend_from_slice(b",\"timestamp\":");
+            json::write_int(out, ts);
+        }
+        if !extra.is_empty() && self.unknown_fields == UnknownFields::Metadata {
+            // What `fold_into` makes of them on an event without metadata.
+            out.extend_from_slice(b",\"metadata\":{\"upstream\":{");
+            out.extend_from_slice(extra.as_bytes());
+            out.extend_from_slice(b"}}");
+        }
+        out.extend_from_slice(b"}\n\n");
+        true
     }
 
     fn fold_message(&self, message: &mut Message) {
@@ -142,58 +220,6 @@ impl AguiWriter {
     }
 }
 
-/// Writes a text, reasoning or argument delta that carries nothing but its id, delta and
-/// timestamp — nearly every event of a stream — by hand: the bytes serde writes, without the
-/// tagged and flattened serialisers around them. False: not such an event; nothing written.
-fn write_content(event: &Event, out: &mut BytesMut) -> bool {
-    let (ty, id_key, id, delta, base) = match event {
-        Event::TextMessageContent(e) => (
-            "TEXT_MESSAGE_CONTENT",
-            "messageId",
-            &e.message_id,
-            &e.delta,
-            &e.base,
-        ),
-        Event::ReasoningMessageContent(e) => (
-            "REASONING_MESSAGE_CONTENT",
-            "messageId",
-            &e.message_id,
-            &e.delta,
-            &e.base,
-        ),
-        Event::ToolCallArgs(e) => (
-            "TOOL_CALL_ARGS",
-            "toolCallId",
-            &e.tool_call_id,
-            &e.delta,
-            &e.base,
-        ),
-        _ => return false,
-    };
-    if base.raw_event.is_some()
-        || base.metadata.is_some()
-        || base.subagent_run_id.is_some()
-        || !base.extra.is_empty()
-    {
-        return false;
-    }
-    out.reserve(64 + id.len() + delta.len());
-    out.extend_from_slice(b"data: {\"type\":\"");
-    out.extend_from_slice(ty.as_bytes());
-    out.extend_from_slice(b"\",\"");
-    out.extend_from_slice(id_key.as_bytes());
-    out.extend_from_slice(b"\":");
-    json::write_str(out, id);
-    out.extend_from_slice(b",\"delta\":");
-    json::write_str(out, delta);
-    if let Some(ts) = base.timestamp {
-        out.extend_from_slice(b",\"timestamp\":");
-        json::write_int(out, ts);
-    }
-    out.extend_from_slice(b"}\n\n");
-    true
-}
-
 /// Moves unknown fields under `metadata.upstream`.
 fn fold_into(extra: Map<String, Value>, metadata: &mut Map<String, Value>) {
     match metadata.get_mut("upstream") {
@@ -214,6 +240,7 @@ impl crate::dialect::codec::Writer for AguiWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Source;
     use serde_json::json;
 
     fn write(policy: UnknownFields, v: Value) -> String {
@@ -259,6 +286,31 @@ mod tests {
     }
 
     #[test]
+    fn content_events_with_unknown_fields_are_written_as_the_general_path_writes_them() {
+        for policy in [UnknownFields::Metadata, UnknownFields::Drop] {
+            for version in [ProtocolVersion::V1_0, ProtocolVersion::V1_1] {
+                for v in [
+                    json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","ts":1_732_460_000_000_000_000_u64}),
+                    json!({"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","timestamp":5,"model":"g\"pt","n":[1,{"a":null}]}),
+                    json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"","encryptedValueType":"x","k":1}),
+                ] {
+                    let event: Event = serde_json::from_value(v.clone()).unwrap();
+                    let mut writer = AguiWriter::new(policy).with_version(version);
+                    let mut general = BytesMut::new();
+                    writer.write_general(event.clone(), &mut general);
+                    let mut out = BytesMut::new();
+                    writer.write(event, &mut out);
+                    assert_eq!(
+                        String::from_utf8_lossy(&out),
+                        String::from_utf8_lossy(&general),
+                        "{policy:?} {version:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn unknown_fields_move_under_metadata_upstream() {
         let v = payload(&write(
             UnknownFields::Metadata,
@@ -289,6 +341,35 @@ mod tests {
         assert_eq!(
             v["messages"][0],
             json!({"id":"1","role":"user","content":"x","metadata":{"upstream":{"mood":"ok"}}})
+        );
+    }
+
+    #[test]
+    fn an_event_still_as_read_is_forwarded_as_it_came() {
+        let json = r#"{ "delta":"h\u00e9", "type":"TEXT_MESSAGE_CONTENT","messageId":"m" }"#;
+        let event = || {
+            let mut event: Event = serde_json::from_str(json).unwrap();
+            event.base_mut().source = Source::new(bytes::Bytes::from_static(json.as_bytes()));
+            event
+        };
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(event(), &mut out);
+        assert_eq!(out, format!("data: {json}\n\n").as_bytes());
+        // Changed since it was read: encoded again.
+        let mut moved = event();
+        moved.base_mut().subagent_run_id = Some("s".into());
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(moved, &mut out);
+        assert_eq!(
+            payload(std::str::from_utf8(&out).unwrap()),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hé","subagentRunId":"s"})
+        );
+        // A copy has no source.
+        let mut out = BytesMut::new();
+        AguiWriter::default().write(event().clone(), &mut out);
+        assert_eq!(
+            out,
+            &b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"h\xc3\xa9\"}\n\n"[..]
         );
     }
 

@@ -444,13 +444,33 @@ impl HaiReader {
     }
 
     /// A `BUSINESS_DATA_CONTENT` of an open message whose delta is one plain text output and
-    /// which carries nothing else — nearly every event of an answer — read without building
-    /// JSON trees. `None`: anything else, which [`Self::business_content`] reads (to the same
-    /// event for what this accepts; tested).
+    /// which carries nothing else the general path reads — nearly every event of an answer —
+    /// read without building JSON trees. `None`: anything else, which
+    /// [`Self::business_content`] reads (to the same event for what this accepts; tested).
     fn plain_text(&self, data: &[u8]) -> Option<Event> {
         const PREFIX: &str = r#"{"output":{"type":"text","content":"#;
+        // The delta's text as it stands inside its JSON string, around text without escapes.
+        const ESCAPED_PREFIX: &str = r#"{\"output\":{\"type\":\"text\",\"content\":\""#;
+        const ESCAPED_SUFFIX: &str = r#"\"}}"#;
         if !self.text_is_text {
             return None;
+        }
+        if let Some((id, text, timestamp)) = plain_text_layout(data) {
+            let id = id.decode();
+            if id.is_empty()
+                || !self.open.iter().any(|o| o.id == *id)
+                || !self.timestamps.keeps(timestamp)
+            {
+                return None;
+            }
+            return Some(Event::TextMessageContent(TextMessageContent {
+                message_id: id.into_owned(),
+                delta: text.to_owned(),
+                base: EventBase {
+                    timestamp,
+                    ..EventBase::default()
+                },
+            }));
         }
         let (mut ty, mut id, mut delta, mut timestamp) = (None, None, None, None);
         json::for_each_field(data, |key, value| {
@@ -458,26 +478,40 @@ impl HaiReader {
                 ("type", Scalar::Str(s)) => ty.replace(s).is_none(),
                 ("messageId", Scalar::Str(s)) => id.replace(s).is_none(),
                 ("delta", Scalar::Str(s)) => delta.replace(s).is_none(),
-                ("timestamp", Scalar::Int(n)) => timestamp.replace(n).is_none(),
-                // Ignored by the general path too (a content event's role is its start's).
-                ("role", Scalar::Str(_)) => true,
-                _ => false,
+                ("timestamp", Scalar::Int(n, _)) => timestamp.replace(n).is_none(),
+                // What the general path reads, in any other shape.
+                (key, _) if READ_BY_CONTENT.contains(&key) => false,
+                // Ignored by the general path too: a content event's role is its start's, and
+                // a field HAI does not define carries nothing a client reads.
+                _ => true,
             };
             fresh.then_some(())
         })?;
-        let id = id.filter(|id| !id.is_empty())?;
-        if ty? != "BUSINESS_DATA_CONTENT" || !self.open.iter().any(|o| o.id == id) {
+        let id = id?.decode();
+        if id.is_empty() || ty?.plain()? != "BUSINESS_DATA_CONTENT" {
             return None;
         }
-        if !self.timestamps.keeps(timestamp) {
+        if !self.open.iter().any(|o| o.id == *id) || !self.timestamps.keeps(timestamp) {
             return None;
         }
         let delta = delta?;
-        let text = delta.strip_prefix(PREFIX)?.strip_suffix("}}")?;
-        let text = json::str_literal(text)?;
+        let inner = delta
+            .raw()
+            .strip_prefix(ESCAPED_PREFIX)
+            .and_then(|rest| rest.strip_suffix(ESCAPED_SUFFIX))
+            .filter(|text| memchr::memchr(b'\\', text.as_bytes()).is_none());
+        let text = match inner {
+            // No escape at either level: the text is what stands there.
+            Some(text) => text.to_owned(),
+            None => {
+                let delta = delta.decode();
+                let literal = delta.strip_prefix(PREFIX)?.strip_suffix("}}")?;
+                json::str_literal(literal)?.into_owned()
+            }
+        };
         Some(Event::TextMessageContent(TextMessageContent {
             message_id: id.into_owned(),
-            delta: text.into_owned(),
+            delta: text,
             base: EventBase {
                 timestamp,
                 ..EventBase::default()
@@ -698,6 +732,47 @@ fn drop_undefined_from(delta: &mut Value, notes: &mut Vec<Note>) {
     }
 }
 
+/// The keys of a `BUSINESS_DATA_CONTENT` its general reading looks at; a content event may carry
+/// any other without consequence.
+const READ_BY_CONTENT: [&str; 8] = [
+    "type",
+    "messageId",
+    "delta",
+    "timestamp",
+    extension::MEMBER,
+    "layout",
+    "blockId",
+    "style",
+];
+
+/// A plain text delta as HAI agents and the gateway's writer lay it out — type, message id,
+/// the delta, a timestamp before or after it, then fields HAI does not define, no whitespace,
+/// no escape in the text — read by comparing its fixed text ([`json::Cursor`]): its id, text
+/// and timestamp.
+fn plain_text_layout(data: &[u8]) -> Option<(json::JsonStr<'_>, &str, Option<i64>)> {
+    let mut c = json::Cursor::new(data);
+    c.expect(br#"{"type":"BUSINESS_DATA_CONTENT","messageId":""#)?;
+    let id = c.string_rest()?;
+    let mut timestamp = None;
+    if c.accept(br#","timestamp":"#) {
+        timestamp = Some(c.integer()?);
+    }
+    c.expect(br#","delta":"{\"output\":{\"type\":\"text\",\"content\":\""#)?;
+    let text = c.plain_run()?;
+    c.expect(br#"\"}}""#)?;
+    if timestamp.is_none() && c.accept(br#","timestamp":"#) {
+        timestamp = Some(c.integer()?);
+    }
+    // Fields HAI does not define, which the general path ignores too.
+    while let Some((key, _)) = c.member() {
+        if READ_BY_CONTENT.contains(&key) {
+            return None;
+        }
+    }
+    c.expect(b"}")?;
+    c.at_end().then_some((id, text, timestamp))
+}
+
 fn message_id(map: &Map<String, Value>) -> Option<String> {
     map.get("messageId")
         .and_then(Value::as_str)
@@ -788,6 +863,16 @@ mod tests {
             r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b""#,
             r#","delta":"{\"output\":{\"type\":\"think\",\"data\":{\"content\":\"hm\"}}}""#,
             r#","delta":"just text""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","ts":1732460000000000000,"role":"assistant""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"tab\\t\"}}","ts":"x\n""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","agui":7"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","layout":"l""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","timestamp":"1760000000000""#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"} }""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"first\"}}","ts":"x""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b""#,
+            r#","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","timestamp":1"#,
+            r#","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","agui":{"messageId":"r"}"#,
         ] {
             stream.push_str(&content(extra));
         }
@@ -798,6 +883,58 @@ mod tests {
         let (fast, slow) = (read(&stream, true), read(&stream, false));
         assert_eq!(fast, slow);
         assert!(fast.0.len() > 10, "{:?}", fast.0);
+    }
+
+    #[test]
+    fn plain_text_deltas_with_fields_hai_does_not_define_take_the_fast_path() {
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let mut reader = HaiReader::new(
+            &ids,
+            &Mappings::builtin(),
+            ReaderOptions::default(),
+            &HaiOptions::default(),
+            [],
+        );
+        reader.open.push(Open {
+            id: "m1".into(),
+            thinking: false,
+            wrapper: false,
+        });
+        let delta = r#""{\"output\":{\"type\":\"text\",\"content\":\"hé \\\"q\\\"\"}}""#;
+        for (fields, text) in [
+            (r#""ts":1732460000000000000"#, "hé \"q\""),
+            (r#""role":"assistant","model":"m""#, "hé \"q\""),
+        ] {
+            let data = format!(
+                r#"{{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":{delta},{fields}}}"#
+            );
+            let Some(Event::TextMessageContent(e)) = reader.plain_text(data.as_bytes()) else {
+                panic!("declined {data}");
+            };
+            assert_eq!(e.delta, text);
+        }
+        for plain in [
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","ts":5}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","timestamp":1760000000000,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"plain\"}}","role":"assistant"}"#,
+        ] {
+            let Some(Event::TextMessageContent(e)) = reader.plain_text(plain.as_bytes()) else {
+                panic!("declined {plain}");
+            };
+            assert_eq!(e.delta, "plain");
+        }
+        for declined in [
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","blockId":"b"}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m9","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}"}"#,
+            r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m1","delta":"{\"output\":{\"type\":\"text\",\"content\":\"x\"}}","ts":{"a":1}}"#,
+        ] {
+            assert!(
+                reader.plain_text(declined.as_bytes()).is_none(),
+                "{declined}"
+            );
+        }
     }
 }
 

@@ -72,6 +72,8 @@ pub struct HaiWriter {
     making_up: bool,
     /// Reused for the delta text of [`Self::plain_text`].
     scratch: BytesMut,
+    /// The digits of the clock's reading, formatted once per upstream read.
+    now_text: json::IntText,
 }
 
 impl HaiWriter {
@@ -658,6 +660,19 @@ impl HaiWriter {
     /// by hand: the bytes [`business::text_business`], [`Self::business`] and [`Self::frame`]
     /// write for it, without the JSON trees in between (tested against them).
     fn plain_text(&mut self, out: &mut BytesMut, id: &str, text: &str, ts: i64) {
+        if json::is_plain(text) && memchr::memchr2(b'{', b'}', text.as_bytes()).is_none() {
+            // Nothing to escape in the text, at either level: the delta's string is the
+            // escaped wrapper around the text as it is.
+            out.reserve(128 + id.len() + text.len());
+            out.extend_from_slice(br#"data: {"type":"BUSINESS_DATA_CONTENT","messageId":"#);
+            json::write_str(out, id);
+            out.extend_from_slice(br#","delta":"{\"output\":{\"type\":\"text\",\"content\":\""#);
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(br#"\"}}","timestamp":"#);
+            self.now_text.write(out, ts);
+            out.extend_from_slice(b"}\n\n");
+            return;
+        }
         let delta = &mut self.scratch;
         delta.clear();
         delta.extend_from_slice(br#"{"output":{"type":"text","content":"#);
@@ -841,7 +856,13 @@ mod tests {
 
     #[test]
     fn plain_text_deltas_are_the_bytes_the_general_path_writes() {
-        for text in ["plain", "braces {x} }{ and \"q\" \\{ \n é 世界 \u{1}", "{}"] {
+        for text in [
+            "plain",
+            "",
+            "héllo 世界 / ~\u{7f}",
+            "braces {x} }{ and \"q\" \\{ \n é 世界 \u{1}",
+            "{}",
+        ] {
             let mut general = BytesMut::new();
             let mut writer = HaiWriter::default();
             writer.business(
