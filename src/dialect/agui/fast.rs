@@ -185,12 +185,7 @@ fn content_event(
                 }
                 unknown_keys[unknown] = key;
                 unknown += 1;
-                if !members.is_empty() {
-                    members.push(',');
-                }
-                members.push('"');
-                members.push_str(key);
-                members.push_str("\":");
+                open_member(members, key);
                 value.write_canonical(members);
                 true
             }
@@ -311,12 +306,7 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
         }
         keys[unknown] = key;
         unknown += 1;
-        if !members.is_empty() {
-            members.push(',');
-        }
-        members.push('"');
-        members.push_str(key);
-        members.push_str("\":");
+        open_member(members, key);
         value.write_canonical(members);
     }
     if !c.accept(b"}") || !c.at_end() {
@@ -378,4 +368,15 @@ fn is_plain_unknown(key: &str) -> bool {
 /// Fills an empty slot; false when the key came twice.
 fn set<T>(slot: &mut Option<T>, value: T) -> bool {
     slot.replace(value).is_none()
+}
+
+/// Starts the member `key` of the unknown fields' JSON text (after a comma, unless first); its
+/// value follows.
+fn open_member(members: &mut String, key: &str) {
+    if !members.is_empty() {
+        members.push(',');
+    }
+    members.push('"');
+    members.push_str(key);
+    members.push_str("\":");
 }
