@@ -213,8 +213,9 @@ fn content_event(
     let (Some(delta), false, true) = (delta, aliased, options.timestamps.keeps(timestamp)) else {
         return Content::Refused;
     };
-    let source = if unknown == 0 && (compact || memchr::memchr(b'\n', data).is_none()) {
-        // One line of JSON (several `data:` lines join with LF), exactly the event.
+    let source = if unknown == 0 && compact {
+        // Compact JSON, exactly the event: the gateway writes nothing else (an upstream's
+        // spaces or line breaks are not forwarded).
         Source::new(data.clone())
     } else {
         Source::default()
