@@ -412,12 +412,16 @@ mod tests {
     /// again what it changes: here, the delta of a message a subagent opened takes its lane.
     #[test]
     fn unchanged_deltas_keep_their_bytes_and_changed_ones_are_encoded_again() {
-        let delta = r#"{"messageId":"m", "delta":"a\u0062", "type":"TEXT_MESSAGE_CONTENT"}"#;
+        // Compact, in its own key order and escapes: forwarded as it came.
+        let delta = r#"{"messageId":"m","delta":"a\u0062","type":"TEXT_MESSAGE_CONTENT"}"#;
+        // The same with spaces: written compact, as every event the gateway writes.
+        let spaced = r#"{"messageId":"m", "delta":"c", "type":"TEXT_MESSAGE_CONTENT"}"#;
         let lane_delta = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x"}"#;
         let input = [
             r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
             r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
             delta,
+            spaced,
             r#"{"type":"TEXT_MESSAGE_START","messageId":"s1","subagentRunId":"sub"}"#,
             lane_delta,
             r#"{"type":"TEXT_MESSAGE_END","messageId":"s1"}"#,
@@ -428,6 +432,11 @@ mod tests {
         .concat();
         let out = agui(&input);
         assert!(out.contains(&format!("data: {delta}\n\n")), "{out}");
+        assert!(!out.contains(spaced), "{out}");
+        assert!(
+            out.contains(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"c"}"#),
+            "{out}"
+        );
         assert!(!out.contains(lane_delta), "{out}");
         assert!(
             out.contains(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"x","subagentRunId":"sub"}"#),
