@@ -210,7 +210,10 @@ impl SseDecoder {
     fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
         const NAME: &[u8] = b"event: ";
         const DATA: &[u8] = b"data: ";
+        // A line already searched in part (a long event arriving in several reads) is left to
+        // the line by line reading, which resumes its search instead of starting over.
         if self.framing != Framing::Sse
+            || self.scan_from != 0
             || self.name.is_some()
             || self.data_first.is_some()
             || self.data_joined.is_some()
@@ -237,6 +240,10 @@ impl SseDecoder {
         }
         let start = at + DATA.len();
         let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[start..]) else {
+            if at == 0 {
+                // The data line is still arriving, and this was its first line: searched once.
+                self.scan_from = buf.len();
+            }
             return Ok(None);
         };
         let end = start + len;
