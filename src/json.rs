@@ -285,6 +285,11 @@ impl<'a> Cursor<'a> {
         Some((key, Scalar::Int(n, text)))
     }
 
+    /// How much of the text the cursor has read.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
     /// Whether the text ends here.
     pub fn at_end(&self) -> bool {
         self.at == self.bytes.len()
