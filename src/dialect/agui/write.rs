@@ -154,7 +154,7 @@ impl AguiWriter {
         let source = base
             .source
             .json()
-            .filter(|json| (json.last() != Some(&b'}')) == !extra.is_empty());
+            .filter(|json| (json.last() == Some(&b'}')) == extra.is_empty());
         if let Some(json) = source {
             // Read as it is and unchanged since: what it came as is what this would write, up
             // to spelling (key order, spaces, escapes), which JSON leaves to the writer. Its
