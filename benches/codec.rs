@@ -7,7 +7,8 @@
 //! Each benchmark translates one recorded run (opening events, N content events, closing
 //! events) with a fresh pipeline; throughput is counted in content events. The byte size of
 //! each input is written next to criterion's results (`target/criterion/codec-inputs.json`)
-//! so the report (`benches/run`) can give MB/s as well.
+//! so the report (`benches/run`) can give MB/s as well. Events allocate with the gateway
+//! binary's allocator (jemalloc, `src/main.rs`), so a figure is what an event costs there.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -18,6 +19,11 @@ use dialect_proxy::dialect::aap::types::StreamMode;
 use dialect_proxy::dialect::Dialect;
 use dialect_proxy::event::{Clock, RunIds};
 use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
+
+/// The gateway binary's allocator (the default `jemalloc` feature).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Content events per text-delta run; large enough that a run's opening and closing events
 /// and the pipeline's construction are noise.

@@ -285,6 +285,11 @@ impl<'a> Cursor<'a> {
         Some((key, Scalar::Int(n, text)))
     }
 
+    /// How much of the text the cursor has read.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
     /// Whether the text ends here.
     pub fn at_end(&self) -> bool {
         self.at == self.bytes.len()
@@ -341,6 +346,19 @@ fn integer(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
     let mut i = first;
     // Nineteen digits always fit a u64; the sign and the i64 range are checked once after.
     let mut magnitude: u64 = 0;
+    // Eight digits at a time while they last (timestamps have thirteen or nineteen).
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let Some(eight) = eight_digits(u64::from_le_bytes(word)) else {
+            break;
+        };
+        if i - first + 8 > 19 {
+            return None;
+        }
+        magnitude = magnitude * 100_000_000 + eight;
+        i += 8;
+    }
     while let Some(&d @ b'0'..=b'9') = bytes.get(i) {
         if i - first == 19 {
             return None;
@@ -363,6 +381,23 @@ fn integer(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
     Some((n, i))
 }
 
+/// The value of eight ASCII digits loaded little-endian (the first digit in the lowest byte);
+/// `None` unless all eight are digits.
+fn eight_digits(x: u64) -> Option<u64> {
+    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    // Each byte's high nibble is 3, and still 3 after adding 6 (so the byte is at most '9'). A
+    // carry out of a byte only happens when its own nibble is not 3.
+    let digits = x & NIBBLES == 0x3030_3030_3030_3030
+        && x.wrapping_add(0x0606_0606_0606_0606) & NIBBLES == 0x3030_3030_3030_3030;
+    if !digits {
+        return None;
+    }
+    let x = x - 0x3030_3030_3030_3030;
+    let x = (x * 10 + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let x = (x * 100 + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((x * 10_000 + (x >> 32)) & 0xFFFF_FFFF)
+}
+
 /// Appends `s` as a JSON string, exactly as serde_json writes it.
 pub fn write_str(out: &mut BytesMut, s: &str) {
     if plain_len(s.as_bytes()) == s.len() {
@@ -376,27 +411,44 @@ pub fn write_str(out: &mut BytesMut, s: &str) {
     }
 }
 
+const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+
+/// A byte of `x` is below `n` (n ≤ 0x80) ⇒ its high bit is set in the result. A borrow can flag
+/// a byte above a flagged one too, never below: the lowest flag is the first such byte.
+#[inline]
+fn below(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS
+}
+
+/// The zero bytes of `x`, flagged as [`below`] flags.
+#[inline]
+fn zero_byte(x: u64) -> u64 {
+    below(x, 1)
+}
+
+/// The bytes of `x` a JSON string must escape (`"`, `\`, control characters), flagged as
+/// [`below`] flags.
+#[inline]
+fn special(x: u64) -> u64 {
+    zero_byte(x ^ (ONES * u64::from(b'"')))
+        | zero_byte(x ^ (ONES * u64::from(b'\\')))
+        | below(x, 0x20)
+}
+
 /// How many leading bytes a JSON string holds as they are: up to the first `"`, `\` or control
 /// character. Eight bytes at a time (the strings of an event are tens of bytes, too short for
 /// a vectorised search to pay for its setup).
 #[inline]
 fn plain_len(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    // A byte of `x` is below `n` (n ≤ 0x80) ⇒ its high bit is set in the result. A borrow can
-    // flag a byte above a flagged one too, never below: the lowest flag is the first such byte.
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     let mut i = 0;
     while let Some(chunk) = bytes.get(i..i + 8) {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        let special = below(x ^ (ONES * u64::from(b'"')), 1)
-            | below(x ^ (ONES * u64::from(b'\\')), 1)
-            | below(x, 0x20);
-        if special != 0 {
+        let flags = special(u64::from_le_bytes(word));
+        if flags != 0 {
             // Little-endian: the lowest flag is the first byte.
-            return i + (special.trailing_zeros() / 8) as usize;
+            return i + (flags.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -412,10 +464,25 @@ pub fn write_int(out: &mut BytesMut, n: i64) {
     out.extend_from_slice(format_int(&mut buf, n));
 }
 
-/// Whether `s` is written as a JSON string without any escape (nothing but its quotes around
-/// it).
-pub fn is_plain(s: &str) -> bool {
-    plain_len(s.as_bytes()) == s.len()
+/// Whether `s` is written as a JSON string without any escape and holds neither `a` nor `b`:
+/// one pass for what a writer of JSON inside JSON must look for (HAI's braces).
+pub fn is_plain_without(s: &str, a: u8, b: u8) -> bool {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        if special(x) | zero_byte(x ^ (ONES * u64::from(a))) | zero_byte(x ^ (ONES * u64::from(b)))
+            != 0
+        {
+            return false;
+        }
+        i += 8;
+    }
+    bytes[i..]
+        .iter()
+        .all(|&c| c != b'"' && c != b'\\' && c >= 0x20 && c != a && c != b)
 }
 
 /// The digits of the last integer written, kept for the next: the events of one upstream read
@@ -502,6 +569,53 @@ mod tests {
             };
             let theirs: Vec<(String, Value)> = theirs.into_iter().collect();
             assert_eq!(ours, theirs, "{data}");
+        }
+    }
+
+    #[test]
+    fn long_integers_read_as_serde_json_reads_them() {
+        for n in [
+            "0",
+            "12345678",
+            "123456789",
+            "1732460000000000000",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "1760000000000",
+            "-12345678901234567",
+        ] {
+            let data = format!(r#"{{"n":{n},"s":"12345678"}}"#);
+            assert_eq!(
+                fields(&data).unwrap()[0].1,
+                serde_json::from_str::<Value>(n).unwrap()
+            );
+        }
+        for n in [
+            "9223372036854775808",
+            "12345678901234567890",
+            "123456789012345678901234",
+        ] {
+            assert_eq!(fields(&format!(r#"{{"n":{n}}}"#)), None, "{n}");
+        }
+        assert_eq!(eight_digits(u64::from_le_bytes(*b"1234567:")), None);
+        assert_eq!(eight_digits(u64::from_le_bytes(*b"/1234567")), None);
+        assert_eq!(
+            eight_digits(u64::from_le_bytes(*b"90000001")),
+            Some(90_000_001)
+        );
+    }
+
+    #[test]
+    fn plain_text_without_two_bytes_is_told_apart() {
+        for (s, plain) in [
+            ("", true),
+            ("plain text, héllo 世界 and more after eight", true),
+            ("a brace { here", false),
+            ("a brace here at the end of a long text }", false),
+            ("quote \" in the middle of a long text", false),
+            ("tab\tin", false),
+        ] {
+            assert_eq!(is_plain_without(s, b'{', b'}'), plain, "{s:?}");
         }
     }
 

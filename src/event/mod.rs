@@ -59,10 +59,11 @@ pub struct EventBase {
 /// The upstream's JSON of an event that is still exactly as it was read: an AG-UI writer
 /// forwards these bytes instead of encoding the event again (`benches/codec.rs`: encoding is
 /// a sixth of an AG-UI → AG-UI event's cost). Only the AG-UI reader's fast path sets it, on a
-/// content delta without unknown fields (one line of JSON that decodes to exactly the event);
-/// whatever changes such an event must change a field a writer checks before forwarding (its
-/// lane, metadata, unknown fields), and `debug` builds check every forwarded event against its
-/// encoding.
+/// content delta in one line of JSON that decodes to exactly the event; when the event has
+/// unknown fields (its `extra`), the JSON up to the first of them, the object left open, so
+/// that the writer adds them as it folds them. Whatever changes such an event must change a
+/// field a writer checks before forwarding (its lane, metadata, unknown fields), and `debug`
+/// builds check every forwarded event against its encoding.
 ///
 /// Not part of the event's value: it compares equal to any other, and a clone has none, so a
 /// copy changed apart from its original never forwards stale bytes, and an event kept for later

@@ -142,7 +142,7 @@ fn content_event(
             id,
             delta,
             timestamp,
-            unknown,
+            known,
         } => {
             if !options.timestamps.keeps(timestamp) {
                 return Content::Refused;
@@ -150,12 +150,12 @@ fn content_event(
             let base = EventBase {
                 timestamp,
                 extra: Extra::from_members(&scratch.members),
-                // Compact, and nothing unknown: exactly the event, on one line.
-                source: if unknown {
-                    Source::default()
+                // Compact, on one line: exactly the event, up to its unknown fields.
+                source: Source::new(if known == data.len() {
+                    data.clone()
                 } else {
-                    Source::new(data.clone())
-                },
+                    data.slice(..known)
+                }),
                 ..EventBase::default()
             };
             out.push(content(ty, id.into_owned(), delta.into_owned(), base));
@@ -232,13 +232,14 @@ fn content_event(
 
 /// What [`sdk_layout`] found.
 enum Layout<'a> {
-    /// The event, its unknown fields' text in the scratch buffer (`unknown`: there are some).
+    /// The event, its unknown fields' text in the scratch buffer; `known`: the length of the
+    /// text up to them (all of it when there are none).
     Read {
         ty: EventType,
         id: JsonStr<'a>,
         delta: JsonStr<'a>,
         timestamp: Option<i64>,
-        unknown: bool,
+        known: usize,
     },
     /// A content delta in this layout that the slow path must read (a field it renames).
     Refused,
@@ -293,6 +294,7 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
     })() else {
         return Layout::Other;
     };
+    let known = c.position();
     let members = &mut scratch.members;
     members.clear();
     let mut keys = [""; MAX_UNKNOWN_FIELDS];
@@ -318,7 +320,7 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
         id,
         delta,
         timestamp,
-        unknown: unknown > 0,
+        known: if unknown > 0 { known } else { data.len() },
     }
 }
 

@@ -145,23 +145,48 @@ impl AguiWriter {
             return false;
         }
         let extra = base.extra.members();
-        if let (Some(json), true) = (base.source.json(), extra.is_empty()) {
-            // Read as it is and unchanged since: what it came as is what this would write, up
-            // to spelling (key order, spaces, escapes), which JSON leaves to the writer.
-            debug_assert_eq!(
-                serde_json::from_slice::<serde_json::Value>(json).ok(),
-                serde_json::to_value(event).ok(),
-                "a forwarded event differs from its encoding"
-            );
-            out.reserve(8 + json.len());
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(json);
-            out.extend_from_slice(b"\n\n");
-            return true;
-        }
         // 1.1 keeps its one field where it is: the general path knows where.
         if self.version == ProtocolVersion::V1_1 && extra.contains(ENCRYPTED_VALUE_TYPE) {
             return false;
+        }
+        // A whole object ends with its brace, the part before unknown fields never does: the
+        // source must be the one the fields it has left call for.
+        let source = base
+            .source
+            .json()
+            .filter(|json| (json.last() == Some(&b'}')) == extra.is_empty());
+        if let Some(json) = source {
+            // Read as it is and unchanged since: what it came as is what this would write, up
+            // to spelling (key order, spaces, escapes), which JSON leaves to the writer. Its
+            // unknown fields fold as `write_general` folds them, after what it came as up to
+            // them.
+            let start = out.len();
+            out.reserve(40 + json.len() + extra.len());
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(json);
+            if !extra.is_empty() {
+                if self.unknown_fields == UnknownFields::Metadata {
+                    out.extend_from_slice(b",\"metadata\":{\"upstream\":{");
+                    out.extend_from_slice(extra.as_bytes());
+                    out.extend_from_slice(b"}}");
+                }
+                out.extend_from_slice(b"}");
+            }
+            out.extend_from_slice(b"\n\n");
+            if cfg!(debug_assertions) {
+                let mut encoded = BytesMut::new();
+                AguiWriter { ..*self }.write_general(event.clone(), &mut encoded);
+                let value = |frame: &[u8]| {
+                    let json = frame.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")?;
+                    serde_json::from_slice::<serde_json::Value>(json).ok()
+                };
+                assert_eq!(
+                    value(&out[start..]),
+                    value(&encoded),
+                    "a forwarded event differs from its encoding"
+                );
+            }
+            return true;
         }
         out.reserve(64 + id.len() + delta.len() + extra.len());
         out.extend_from_slice(b"data: {\"type\":\"");
@@ -371,6 +396,39 @@ mod tests {
             out,
             &b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"h\xc3\xa9\"}\n\n"[..]
         );
+    }
+
+    #[test]
+    fn unknown_fields_fold_after_what_an_event_came_as_up_to_them() {
+        let open = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x\u0079""#;
+        let event = |source: &'static str| {
+            let mut event: Event = serde_json::from_value(
+                json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"xy","ts":5,"k":"v"}),
+            )
+            .unwrap();
+            event.base_mut().source = Source::new(bytes::Bytes::from_static(source.as_bytes()));
+            event
+        };
+        let written = |policy, event| {
+            let mut out = BytesMut::new();
+            AguiWriter::new(policy).write(event, &mut out);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        assert_eq!(
+            written(UnknownFields::Metadata, event(open)),
+            format!("data: {open},\"metadata\":{{\"upstream\":{{\"ts\":5,\"k\":\"v\"}}}}}}\n\n")
+        );
+        assert_eq!(
+            written(UnknownFields::Drop, event(open)),
+            format!("data: {open}}}\n\n")
+        );
+        // A whole object cannot take the fields: encoded again.
+        let whole = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"xy"}"#;
+        assert_eq!(
+            written(UnknownFields::Drop, event(whole)),
+            format!("data: {whole}\n\n")
+        );
+        assert!(written(UnknownFields::Metadata, event(whole)).contains(r#""upstream":{"ts":5"#));
     }
 
     #[test]

@@ -660,7 +660,7 @@ impl HaiWriter {
     /// by hand: the bytes [`business::text_business`], [`Self::business`] and [`Self::frame`]
     /// write for it, without the JSON trees in between (tested against them).
     fn plain_text(&mut self, out: &mut BytesMut, id: &str, text: &str, ts: i64) {
-        if json::is_plain(text) && memchr::memchr2(b'{', b'}', text.as_bytes()).is_none() {
+        if json::is_plain_without(text, b'{', b'}') {
             // Nothing to escape in the text, at either level: the delta's string is the
             // escaped wrapper around the text as it is.
             out.reserve(128 + id.len() + text.len());
