@@ -7,31 +7,25 @@
 //! another task per event, and the reader never sees two chunks at once, so it cannot write
 //! them together: measured on one stream of 20,004 such events, 23 upstream socket reads led
 //! to 19,998 client `writev` calls and about 9,300 cross-task wake-ups. Here a [`Link`] is
-//! polled by the response body itself ([`super::CallBody`]), in the task of the client's
-//! connection: every chunk one socket read brought is decoded within one poll of the body, and
-//! no other task takes part. That need, measured, is why the pooling is written here; hyper
-//! still speaks the HTTP/1.1 (`hyper::client::conn::http1`).
+//! read by the response body itself ([`super::CallBody`]), in the task of the client's
+//! connection: one socket read is one body frame ([`super::wire`]), and no other task takes
+//! part. That need, measured, is why the pooling is written here.
 //!
 //! One request per connection at a time: dropping a response body drops its connection, which
 //! is the cancellation. A connection whose response ended cleanly goes back to the pool of its
-//! scheme and authority. Nobody polls an idle connection, so one is checked when it is put back
-//! and again when it is taken (one poll with a no-op waker: an upstream that closed it is seen
-//! then), and one idle for longer than [`IDLE_TIMEOUT`] is closed when its pool is next used. A
-//! request that a reused connection could not even send is sent again on a new one.
+//! scheme and authority. Nobody reads an idle connection, so one is checked when it is taken
+//! (one read with a no-op waker: an upstream that closed it is seen then), and one idle for
+//! longer than [`IDLE_TIMEOUT`] is closed when its pool is next used. A request that a reused
+//! connection could not even send is sent again on a new one.
 
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
@@ -39,12 +33,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-/// The body of every upstream request: the gateway sends whole, small requests.
-pub type RequestBody = Full<Bytes>;
+use super::wire::{Sent, Wire, WireError};
 
-type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
-type Conn = http1::Connection<Io, RequestBody>;
-type Sender = http1::SendRequest<RequestBody>;
+type Io = TokioIo<MaybeHttpsStream<TokioIo<TcpStream>>>;
 type Idle = HashMap<Key, Vec<Parked>>;
 
 /// How long an unused connection is kept.
@@ -52,10 +43,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Idle connections kept per upstream; past it the oldest is closed.
 const IDLE_PER_UPSTREAM: usize = 64;
-
-/// The largest upstream read buffer. hyper grows a connection's buffer to fit what the socket
-/// has, from 8 KiB, up to this.
-const MAX_READ_BUFFER: usize = 64 * 1024;
 
 /// Why an upstream exchange failed before its response headers.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +52,7 @@ pub enum LinkError {
     #[error("could not connect to the upstream")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the upstream exchange failed")]
-    Http(#[from] hyper::Error),
+    Wire(#[from] WireError),
 }
 
 /// Which pool a connection belongs to.
@@ -86,8 +73,7 @@ impl Key {
 
 /// An idle connection in the pool.
 struct Parked {
-    sender: Sender,
-    conn: Conn,
+    wire: Wire<Io>,
     since: Instant,
 }
 
@@ -113,25 +99,23 @@ impl Pool {
     }
 
     /// Sends `request` to the upstream `uri` names (an absolute URL; the request's own URI is
-    /// replaced by its origin form) and waits for the response headers. The response body
-    /// must be read through the returned [`Link`], which drives the connection.
+    /// replaced by its origin form) and waits for the response head. The response body is
+    /// read through the returned [`Link`].
     pub async fn send(
         &self,
         uri: &Uri,
-        mut request: Request<RequestBody>,
-    ) -> Result<(Response<Incoming>, Link), LinkError> {
+        mut request: Request<Bytes>,
+    ) -> Result<(Response<()>, Link), LinkError> {
         let key = Key::of(uri).ok_or(LinkError::Url)?;
         prepare(uri, &mut request);
-        while let Some((sender, conn)) = self.take(&key) {
-            let mut link = self.link(key.clone(), sender, conn);
-            let sent = link.sender.try_send_request(request);
-            match link.drive_until(sent).await {
-                Ok(response) => return Ok((response, link)),
-                Err(mut failed) => match failed.take_message() {
-                    // Never written: the connection had closed; another one may still do.
-                    Some(unsent) => request = unsent,
-                    None => return Err(failed.into_error().into()),
-                },
+        while let Some(mut wire) = self.take(&key) {
+            match wire.exchange(&request).await {
+                Ok(response) => return Ok((response, self.link(key, wire))),
+                // Never (wholly) written: the connection had closed; another one may still do.
+                Err(Sent::Unsent(error)) => {
+                    tracing::debug!(%error, "a pooled upstream connection could not take the request");
+                }
+                Err(Sent::Sent(error)) => return Err(error.into()),
             }
         }
         let io = self
@@ -140,28 +124,22 @@ impl Pool {
             .oneshot(uri.clone())
             .await
             .map_err(LinkError::Connect)?;
-        let (sender, conn) = http1::Builder::new()
-            .max_buf_size(MAX_READ_BUFFER)
-            .handshake(io)
-            .await?;
-        let mut link = self.link(key, sender, conn);
-        let sent = link.sender.send_request(request);
-        let response = link.drive_until(sent).await?;
-        Ok((response, link))
+        let mut wire = Wire::new(TokioIo::new(io));
+        let response = wire.exchange(&request).await.map_err(Sent::into_error)?;
+        Ok((response, self.link(key, wire)))
     }
 
-    fn link(&self, key: Key, sender: Sender, conn: Conn) -> Link {
+    fn link(&self, key: Key, wire: Wire<Io>) -> Link {
         Link {
-            sender,
-            conn: Some(conn),
+            wire: Some(wire),
             key,
             pool: Arc::downgrade(&self.idle),
         }
     }
 
-    /// The newest idle connection to `key` that can take a request, closing the ones found
-    /// closed or too old on the way.
-    fn take(&self, key: &Key) -> Option<(Sender, Conn)> {
+    /// The newest idle connection to `key` that is still open, closing the ones found closed
+    /// or too old on the way.
+    fn take(&self, key: &Key) -> Option<Wire<Io>> {
         loop {
             let parked = {
                 let mut idle = lock(&self.idle);
@@ -177,21 +155,18 @@ impl Pool {
                 lock(&self.idle).remove(key);
                 return None;
             }
-            let Parked {
-                sender, mut conn, ..
-            } = parked;
-            if still_open(&mut conn) && sender.is_ready() {
-                return Some((sender, conn));
+            let mut wire = parked.wire;
+            if wire.still_open() {
+                return Some(wire);
             }
         }
     }
 }
 
-/// One upstream connection and the exchange on it; see the module docs.
+/// One upstream connection and the response being read on it; see the module docs.
 pub struct Link {
-    sender: Sender,
-    /// `None` once the connection is over (closed, failed, or not reusable).
-    conn: Option<Conn>,
+    /// `None` once the response is over (the connection went back to its pool, or closed).
+    wire: Option<Wire<Io>>,
     key: Key,
     pool: Weak<Mutex<Idle>>,
 }
@@ -200,76 +175,61 @@ impl std::fmt::Debug for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Link")
             .field("authority", &self.key.authority)
-            .field("open", &self.conn.is_some())
+            .field("open", &self.wire.is_some())
             .finish()
     }
 }
 
 impl Link {
-    /// Lets the connection read, decode and write what it can. A connection that is over is
-    /// let go; the response body learns why (hyper hands it the error, or its end).
-    pub fn drive(&mut self, cx: &mut Context<'_>) {
-        if let Some(conn) = self.conn.as_mut() {
-            if let Poll::Ready(result) = Pin::new(conn).poll(cx) {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "upstream connection ended with an error");
-                }
-                self.conn = None;
-            }
+    /// The next part of the response body (all one socket read brought); `None` at its end,
+    /// when the connection goes back to its pool if it can carry another request.
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, WireError>>> {
+        let Some(wire) = self.wire.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = wire.poll_data(cx);
+        match &polled {
+            Poll::Ready(None) => self.release(),
+            Poll::Ready(Some(Err(_))) => self.wire = None,
+            _ => {}
         }
+        polled
     }
 
-    /// Polls `exchange` (a request sent on this connection) with the connection driven.
-    async fn drive_until<F: Future>(&mut self, exchange: F) -> F::Output {
-        let mut exchange = pin!(exchange);
-        poll_fn(|cx| {
-            self.drive(cx);
-            exchange.as_mut().poll(cx)
-        })
-        .await
+    /// The response body is over.
+    pub fn is_end_stream(&self) -> bool {
+        self.wire.as_ref().is_none_or(Wire::is_done)
+    }
+
+    /// The body bytes still to come, when the upstream said.
+    pub fn remaining(&self) -> Option<u64> {
+        self.wire.as_ref().map_or(Some(0), Wire::remaining)
     }
 
     /// The response was read to its end: the connection goes back to its pool, if it can take
     /// another request.
-    pub fn release(mut self) {
-        let (Some(mut conn), Some(pool)) = (self.conn.take(), self.pool.upgrade()) else {
+    fn release(&mut self) {
+        let (Some(wire), Some(pool)) = (self.wire.take(), self.pool.upgrade()) else {
             return;
         };
-        if !still_open(&mut conn) {
+        if !wire.is_reusable() {
             return;
         }
         let now = Instant::now();
         let mut idle = lock(&pool);
-        let list = idle.entry(self.key).or_default();
+        let list = idle.entry(self.key.clone()).or_default();
         list.retain(|parked| now.duration_since(parked.since) < IDLE_TIMEOUT);
         if list.len() >= IDLE_PER_UPSTREAM {
             list.remove(0);
         }
-        list.push(Parked {
-            sender: self.sender,
-            conn,
-            since: now,
-        });
+        list.push(Parked { wire, since: now });
     }
 }
 
-/// Polls an idle connection once, with nobody to wake: it takes in what ended its last
-/// response, and an upstream's close is seen. False when the connection is over.
-fn still_open(conn: &mut Conn) -> bool {
-    let mut cx = Context::from_waker(Waker::noop());
-    Pin::new(conn).poll(&mut cx).is_pending()
-}
-
-/// The origin form of the request target, and a `Host` header from `uri` unless one is set.
-fn prepare(uri: &Uri, request: &mut Request<RequestBody>) {
-    let target = uri
-        .path_and_query()
-        .map(|pq| pq.as_str())
-        .filter(|pq| !pq.is_empty())
-        .unwrap_or("/");
-    if let Ok(target) = target.parse() {
-        *request.uri_mut() = target;
-    }
+/// A `Host` header from `uri` unless one is set (the request line takes the origin form from
+/// the request's URI, which is replaced by `uri`).
+fn prepare(uri: &Uri, request: &mut Request<Bytes>) {
+    *request.uri_mut() = uri.clone();
     if request.headers().contains_key(http::header::HOST) {
         return;
     }
@@ -296,7 +256,8 @@ fn lock(idle: &Mutex<Idle>) -> std::sync::MutexGuard<'_, Idle> {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use http_body::Body;
+    use std::future::poll_fn;
+
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -346,32 +307,13 @@ mod tests {
 
     /// One POST through `pool`, its body read to the end through the link.
     async fn post(pool: &Pool, uri: &Uri) -> Result<String, LinkError> {
-        let request = Request::post(uri.clone())
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let (response, mut link) = pool.send(uri, request).await?;
-        let mut body = response.into_body();
+        let request = Request::post(uri.clone()).body(Bytes::new()).unwrap();
+        let (_, mut link) = pool.send(uri, request).await?;
         let mut text = Vec::new();
-        let done = poll_fn(|cx| {
-            let mut driven = false;
-            loop {
-                match Pin::new(&mut body).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        text.extend_from_slice(&frame.into_data().unwrap_or_default());
-                        driven = false;
-                    }
-                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Err(error)),
-                    Poll::Ready(None) => return Poll::Ready(Ok(())),
-                    Poll::Pending if driven => return Poll::Pending,
-                    Poll::Pending => {
-                        link.drive(cx);
-                        driven = true;
-                    }
-                }
-            }
-        });
-        done.await?;
-        link.release();
+        while let Some(data) = poll_fn(|cx| link.poll_data(cx)).await {
+            text.extend_from_slice(&data?);
+        }
+        assert!(link.is_end_stream());
         Ok(String::from_utf8(text).unwrap())
     }
 
@@ -405,9 +347,7 @@ mod tests {
     async fn a_link_dropped_mid_response_is_not_pooled() {
         let (uri, accepted) = upstream(false).await;
         let pool = pool();
-        let request = Request::post(uri.clone())
-            .body(Full::new(Bytes::new()))
-            .unwrap();
+        let request = Request::post(uri.clone()).body(Bytes::new()).unwrap();
         let (response, link) = pool.send(&uri, request).await.unwrap();
         drop((response, link));
         assert_eq!(post(&pool, &uri).await.unwrap(), "hi");

@@ -5,8 +5,9 @@
 //! Upstreams are spoken to in HTTP/1.1, `https://` ones through rustls with the route's client
 //! configuration (`crate::tls::client`), offering `http/1.1` by ALPN. One request per
 //! connection at a time keeps cancellation simple: dropping a request closes its upstream
-//! connection, on TLS as in plaintext. The connections and their pool are [`link`]'s: a
-//! response body drives its own connection, so what one socket read brought is read at once. A TLS failure (an untrusted or expired certificate, a
+//! connection, on TLS as in plaintext. The connections and their pool are [`link`]'s, the
+//! HTTP/1.1 on them [`wire`]'s: a response body reads its own connection, so what one socket
+//! read brought is one frame. A TLS failure (an untrusted or expired certificate, a
 //! hostname it does not cover, a refused client certificate) is a 502 `UPSTREAM_UNAVAILABLE`
 //! whose message says only that; the certificate problem and the host go to the log.
 //!
@@ -22,8 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
@@ -34,8 +34,10 @@ use crate::tls::client::https_connector;
 use crate::tls::{tls_cause, ClientTls};
 
 pub mod link;
+pub mod wire;
 
 use link::{Link, Pool};
+use wire::WireError;
 
 /// How much of a refusing upstream's body is quoted in the log.
 const EXCERPT_BYTES: usize = 512;
@@ -107,13 +109,7 @@ impl UpstreamClient {
         self.exchange(method, uri, headers, body, headers_timeout)
             .instrument(span.clone())
             .await
-            .map(|(response, link)| {
-                response.map(|inner| CallBody {
-                    inner,
-                    link: Some(link),
-                    span,
-                })
-            })
+            .map(|(response, link)| response.map(|()| CallBody { link, span }))
     }
 
     async fn exchange(
@@ -123,11 +119,11 @@ impl UpstreamClient {
         headers: HeaderMap,
         body: Vec<u8>,
         headers_timeout: Duration,
-    ) -> Result<(Response<Incoming>, Link), Failure> {
+    ) -> Result<(Response<()>, Link), Failure> {
         let mut request = Request::builder()
             .method(method)
             .uri(uri.clone())
-            .body(Full::new(Bytes::from(body)))
+            .body(Bytes::from(body))
             .map_err(|error| {
                 tracing::error!(upstream.url = %uri, %error, "could not build the upstream request");
                 Failure::new(
@@ -187,8 +183,7 @@ impl UpstreamClient {
         }
         let status = response.status().as_u16();
         let body = CallBody {
-            inner: response.into_body(),
-            link: Some(link),
+            link,
             span: Span::none(),
         };
         let excerpt = excerpt(body).await;
@@ -205,54 +200,43 @@ impl UpstreamClient {
     }
 }
 
-/// An upstream response body; it drives its connection ([`link`]) and holds its call's span
+/// An upstream response body; it reads its connection ([`link`]) and holds its call's span
 /// open until it ends (or is dropped).
 #[derive(Debug)]
 pub struct CallBody {
-    inner: Incoming,
-    /// `None` once the body ended; the connection then went back to the pool, or was closed.
-    link: Option<Link>,
+    link: Link,
     span: Span,
 }
 
 impl Body for CallBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = WireError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, WireError>>> {
         let this = &mut *self;
-        let mut polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if polled.is_pending() {
-            if let Some(link) = this.link.as_mut() {
-                // Nothing decoded is waiting: let the connection read and decode the next
-                // chunk, and look again.
-                link.drive(cx);
-                polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match this.link.poll_data(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(Ok(Frame::data(data)))),
+            over => {
+                // The call is over: its span closes now, not whenever the body is dropped.
+                this.span = Span::none();
+                over.map(|end| end.map(|failed| failed.map(Frame::data)))
             }
         }
-        match &polled {
-            Poll::Ready(None) => {
-                if let Some(link) = this.link.take() {
-                    link.release();
-                }
-            }
-            Poll::Ready(Some(Err(_))) => this.link = None,
-            _ => return polled,
-        }
-        // The call is over: its span closes now, not whenever the body is dropped.
-        this.span = Span::none();
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.link.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match self.link.remaining() {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
     }
 }
 

@@ -1,0 +1,622 @@
+//! One upstream HTTP/1.1 client connection: a request written whole, its response head parsed
+//! (`httparse`), and its body decoded as it arrives (RFC 9112 §6–7: chunked, a length, or
+//! until the upstream closes).
+//!
+//! Written here, not taken from hyper, for two measured needs. hyper's client connection hands
+//! its body to the reader one HTTP chunk at a time through a channel (a want signal and an
+//! atomic waker per chunk), and the AG-UI SDKs write one event per chunk: on one stream of
+//! 100-byte events that hand-over cost more than the translation. And it keeps its own read
+//! and write buffers and a dispatch queue for as long as the connection lives, about 25 KiB
+//! per open stream. Here one socket read (into a per-thread scratch buffer) becomes one body
+//! frame holding every chunk's data that read brought, and between reads a connection keeps
+//! only the few bytes of framing a read cut in two.
+//!
+//! The decoder is strict where the framing is at stake (a chunk size that is not hex or
+//! overflows, a missing CRLF, conflicting lengths: [`WireError::Malformed`]) and bounded
+//! everywhere: a response head, a chunk-size line and the trailers each have a limit.
+
+use std::cell::RefCell;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// The largest response head (status line and headers) read.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// The most response headers read.
+const MAX_HEADERS: usize = 128;
+
+/// The longest chunk-size line (size and extensions).
+const MAX_SIZE_LINE: usize = 4 * 1024;
+
+/// The most trailer bytes read after the last chunk (they are read and dropped).
+const MAX_TRAILERS: usize = 16 * 1024;
+
+/// The per-thread buffer every socket read goes into.
+const SCRATCH: usize = 64 * 1024;
+
+/// What one connection keeps between reads beyond which its buffer is let go once empty.
+const KEEP_PENDING: usize = 4 * 1024;
+
+thread_local! {
+    static SCRATCH_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; SCRATCH].into_boxed_slice());
+}
+
+/// Why an exchange on a connection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("upstream connection error")]
+    Io(#[from] io::Error),
+    #[error("the upstream closed the connection before its response was complete")]
+    Closed,
+    #[error("the upstream's response is not valid HTTP/1.1: {0}")]
+    Malformed(&'static str),
+    #[error("the upstream's response head is larger than {MAX_HEAD} bytes")]
+    HeadTooLarge,
+}
+
+/// How the response body is delimited, and how far it has been read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// `Transfer-Encoding: chunked`.
+    Chunked(Chunk),
+    /// `Content-Length`: the bytes still to come.
+    Length(u64),
+    /// Until the upstream closes the connection.
+    Close,
+    /// The body is over.
+    Done,
+}
+
+/// Where the chunked decoder is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunk {
+    /// Before a chunk-size line.
+    Size,
+    /// Inside a chunk's data: the bytes still to come.
+    Data(u64),
+    /// After a chunk's data: its CRLF.
+    DataEnd,
+    /// After the last chunk: trailer lines up to an empty one; the trailer bytes seen so far.
+    Trailers(usize),
+}
+
+/// An HTTP/1.1 connection to an upstream, one exchange at a time.
+pub struct Wire<T> {
+    io: T,
+    /// Bytes read and not decoded yet: a cut response head, the body bytes that came with the
+    /// head, or framing a read cut in two.
+    pending: BytesMut,
+    /// `pending` holds body bytes that came with the head and were not looked at yet.
+    fresh: bool,
+    framing: Framing,
+    /// The connection can carry another exchange once this body is done.
+    reusable: bool,
+}
+
+impl<T> std::fmt::Debug for Wire<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wire")
+            .field("framing", &self.framing)
+            .field("reusable", &self.reusable)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
+    pub fn new(io: T) -> Wire<T> {
+        Wire {
+            io,
+            pending: BytesMut::new(),
+            fresh: false,
+            framing: Framing::Done,
+            reusable: true,
+        }
+    }
+
+    /// Writes `request` (its URI in origin form, `Host` among its headers) and reads the
+    /// response head; the body is then read with [`Wire::poll_data`].
+    ///
+    /// An error from writing means the upstream never got the whole request
+    /// ([`Sent::Unsent`]): it may be sent again on another connection.
+    pub async fn exchange(&mut self, request: &Request<Bytes>) -> Result<Response<()>, Sent> {
+        self.pending.clear();
+        self.fresh = false;
+        self.framing = Framing::Done;
+        let head = encode_request(request);
+        let written = async {
+            self.io.write_all(&head).await?;
+            if !request.body().is_empty() {
+                self.io.write_all(request.body()).await?;
+            }
+            self.io.flush().await
+        };
+        if let Err(error) = written.await {
+            self.reusable = false;
+            return Err(Sent::Unsent(WireError::Io(error)));
+        }
+        self.reusable = !wants_close(request.headers());
+        self.read_head(request.method()).await.map_err(|error| {
+            self.reusable = false;
+            Sent::Sent(error)
+        })
+    }
+
+    async fn read_head(&mut self, method: &Method) -> Result<Response<()>, WireError> {
+        loop {
+            if let Some((response, len)) = parse_head(&self.pending)? {
+                self.pending.advance(len);
+                if response.status().is_informational() {
+                    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                        return Err(WireError::Malformed("an unrequested protocol switch"));
+                    }
+                    continue; // 100 Continue, 103 Early Hints: the answer follows
+                }
+                self.framing = framing(method, &response)?;
+                if response.version() != Version::HTTP_11
+                    || wants_close(response.headers())
+                    || self.framing == Framing::Close
+                {
+                    self.reusable = false;
+                }
+                self.fresh = !self.pending.is_empty();
+                return Ok(response);
+            }
+            if self.pending.len() >= MAX_HEAD {
+                return Err(WireError::HeadTooLarge);
+            }
+            let n = std::future::poll_fn(|cx| self.poll_read_pending(cx)).await?;
+            if n == 0 {
+                return Err(WireError::Closed);
+            }
+        }
+    }
+
+    /// Reads what the socket has onto `pending`.
+    fn poll_read_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let Wire { io, pending, .. } = self;
+        with_scratch(|scratch| {
+            let mut buf = ReadBuf::new(scratch);
+            match Pin::new(io).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) => {
+                    pending.extend_from_slice(buf.filled());
+                    Poll::Ready(Ok(buf.filled().len()))
+                }
+                Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    }
+
+    /// The next part of the response body: all the data one socket read brought, as one
+    /// frame. `None` at its end.
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, WireError>>> {
+        if self.fresh {
+            self.fresh = false;
+            let mut out = BytesMut::new();
+            let pending = std::mem::take(&mut self.pending);
+            match self.decode(&pending, &mut out) {
+                Ok(used) => self.keep(&pending[used..]),
+                Err(error) => return Poll::Ready(Some(Err(self.failed(error)))),
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(out.freeze())));
+            }
+        }
+        loop {
+            if self.framing == Framing::Done {
+                return Poll::Ready(None);
+            }
+            let polled = {
+                let Wire {
+                    io,
+                    pending,
+                    framing,
+                    ..
+                } = self;
+                with_scratch(|scratch| {
+                    let mut buf = ReadBuf::new(scratch);
+                    match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Err(error)) => Poll::Ready(Err(WireError::Io(error))),
+                        Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(Ok(None)),
+                        Poll::Ready(Ok(())) => {
+                            let read = buf.filled();
+                            let mut out = BytesMut::with_capacity(read.len());
+                            let result = if pending.is_empty() {
+                                decode(framing, read, &mut out).map(|used| {
+                                    pending.extend_from_slice(&read[used..]);
+                                })
+                            } else {
+                                pending.extend_from_slice(read);
+                                decode(framing, pending, &mut out).map(|used| {
+                                    pending.advance(used);
+                                })
+                            };
+                            Poll::Ready(result.map(|()| Some(out)))
+                        }
+                    }
+                })
+            };
+            match polled {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(self.failed(error)))),
+                Poll::Ready(Ok(None)) => {
+                    // The upstream closed: the end of a body delimited by the close, or a cut.
+                    self.reusable = false;
+                    return if self.framing == Framing::Close {
+                        self.framing = Framing::Done;
+                        Poll::Ready(None)
+                    } else {
+                        Poll::Ready(Some(Err(self.failed(WireError::Closed))))
+                    };
+                }
+                Poll::Ready(Ok(Some(out))) => {
+                    self.settle();
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(out.freeze())));
+                    }
+                    // Framing only (a cut size line, a chunk's CRLF): read on.
+                }
+            }
+        }
+    }
+
+    fn decode(&mut self, input: &[u8], out: &mut BytesMut) -> Result<usize, WireError> {
+        decode(&mut self.framing, input, out)
+    }
+
+    /// Keeps `rest` (not decodable yet) for the next read.
+    fn keep(&mut self, rest: &[u8]) {
+        self.pending.extend_from_slice(rest);
+        self.settle();
+    }
+
+    /// After a decode: bytes past the body's end mean the upstream is out of step, and a
+    /// large buffer that is empty again is let go.
+    fn settle(&mut self) {
+        if self.framing == Framing::Done && !self.pending.is_empty() {
+            self.reusable = false;
+            self.pending.clear();
+        }
+        if self.pending.is_empty() && self.pending.capacity() > KEEP_PENDING {
+            self.pending = BytesMut::new();
+        }
+    }
+
+    fn failed(&mut self, error: WireError) -> WireError {
+        self.reusable = false;
+        self.framing = Framing::Done;
+        error
+    }
+
+    /// The body was read to its end and the connection can carry another exchange.
+    pub fn is_reusable(&self) -> bool {
+        self.framing == Framing::Done && self.reusable
+    }
+
+    /// The body is over (read to its end, or failed).
+    pub fn is_done(&self) -> bool {
+        self.framing == Framing::Done
+    }
+
+    /// The body bytes still to come, when the upstream said.
+    pub fn remaining(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Length(n) => Some(n),
+            Framing::Done => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Whether an idle connection is still open: one read with nobody to wake. An upstream
+    /// that closed it (end of stream, reset) or sent something unasked makes it unusable.
+    pub fn still_open(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut byte = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut byte);
+        matches!(
+            Pin::new(&mut self.io).poll_read(&mut cx, &mut buf),
+            Poll::Pending
+        )
+    }
+}
+
+/// Whether a request was written before its exchange failed.
+#[derive(Debug)]
+pub enum Sent {
+    /// Not (wholly) written: nothing of it can have been acted on.
+    Unsent(WireError),
+    /// Written; the failure came after.
+    Sent(WireError),
+}
+
+impl Sent {
+    pub fn into_error(self) -> WireError {
+        match self {
+            Sent::Unsent(error) | Sent::Sent(error) => error,
+        }
+    }
+}
+
+fn with_scratch<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH_BUF.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut scratch),
+        // Never nested in practice; a fresh buffer keeps it correct if it were.
+        Err(_) => f(&mut vec![0; SCRATCH]),
+    })
+}
+
+/// The request head: request line, `Host` first, the other headers, and the body's length
+/// (the gateway's requests are whole; a caller's own framing headers are replaced).
+fn encode_request(request: &Request<Bytes>) -> Vec<u8> {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .filter(|pq| !pq.is_empty())
+        .unwrap_or("/");
+    let headers = request.headers();
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(request.method().as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut line = |name: &[u8], value: &[u8]| {
+        head.extend_from_slice(name);
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value);
+        head.extend_from_slice(b"\r\n");
+    };
+    for value in headers.get_all(HOST) {
+        line(b"host", value.as_bytes());
+    }
+    for (name, value) in headers {
+        if name != HOST && name != CONTENT_LENGTH && name != TRANSFER_ENCODING {
+            line(name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    let body = request.body().len();
+    if body > 0
+        || !matches!(
+            *request.method(),
+            Method::GET | Method::HEAD | Method::DELETE
+        )
+    {
+        line(b"content-length", body.to_string().as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// A response head at the start of `buf`, and its length; `None` while it is incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(Response<()>, usize)>, WireError> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut slots);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(WireError::Malformed("too many response headers"))
+        }
+        Err(_) => return Err(WireError::Malformed("a bad response head")),
+    };
+    let status = parsed
+        .code
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or(WireError::Malformed("a bad status code"))?;
+    let version = match parsed.version {
+        Some(1) => Version::HTTP_11,
+        _ => Version::HTTP_10,
+    };
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    for header in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(header.name.as_bytes())
+            .map_err(|_| WireError::Malformed("a bad header name"))?;
+        let value = HeaderValue::from_bytes(header.value)
+            .map_err(|_| WireError::Malformed("a bad header value"))?;
+        headers.append(name, value);
+    }
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    *response.version_mut() = version;
+    *response.headers_mut() = headers;
+    Ok(Some((response, len)))
+}
+
+/// How the body of `response` (to a `method` request) is delimited (RFC 9112 §6.3).
+fn framing(method: &Method, response: &Response<()>) -> Result<Framing, WireError> {
+    let status = response.status();
+    if *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok(Framing::Done);
+    }
+    let headers = response.headers();
+    if headers.contains_key(TRANSFER_ENCODING) {
+        // Chunked must be the last coding; any other last coding runs to the close.
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .rfind(|coding| !coding.is_empty());
+        return Ok(match last {
+            Some(coding) if coding.eq_ignore_ascii_case("chunked") => Framing::Chunked(Chunk::Size),
+            _ => Framing::Close,
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.as_bytes().split(|&b| b == b',') {
+            let part = part.trim_ascii();
+            if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+                return Err(WireError::Malformed("a bad Content-Length"));
+            }
+            let n = std::str::from_utf8(part)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+                .ok_or(WireError::Malformed("a bad Content-Length"))?;
+            if length.is_some_and(|seen| seen != n) {
+                return Err(WireError::Malformed("conflicting Content-Length values"));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(0) => Framing::Done,
+        Some(n) => Framing::Length(n),
+        None => Framing::Close,
+    })
+}
+
+/// Whether `headers` carry `Connection: close`.
+fn wants_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|option| option.trim().eq_ignore_ascii_case("close"))
+}
+
+/// Decodes what of `input` the framing can, appending body data to `out`; returns how many
+/// bytes were used. What is left is an incomplete framing token (to be completed by the next
+/// read), or bytes past the body's end.
+fn decode(framing: &mut Framing, input: &[u8], out: &mut BytesMut) -> Result<usize, WireError> {
+    match framing {
+        Framing::Done => Ok(0),
+        Framing::Close => {
+            out.extend_from_slice(input);
+            Ok(input.len())
+        }
+        Framing::Length(remaining) => {
+            let n = clamp(*remaining, input.len());
+            out.extend_from_slice(&input[..n]);
+            *remaining -= n as u64;
+            if *remaining == 0 {
+                *framing = Framing::Done;
+            }
+            Ok(n)
+        }
+        Framing::Chunked(chunk) => {
+            let (used, done) = decode_chunked(chunk, input, out)?;
+            if done {
+                *framing = Framing::Done;
+            }
+            Ok(used)
+        }
+    }
+}
+
+/// The chunked decoder; see [`decode`]. True once the last chunk and its trailers are read.
+fn decode_chunked(
+    state: &mut Chunk,
+    input: &[u8],
+    out: &mut BytesMut,
+) -> Result<(usize, bool), WireError> {
+    let mut at = 0;
+    loop {
+        let rest = &input[at..];
+        match *state {
+            Chunk::Data(remaining) => {
+                if rest.is_empty() {
+                    return Ok((at, false));
+                }
+                let n = clamp(remaining, rest.len());
+                out.extend_from_slice(&rest[..n]);
+                at += n;
+                *state = if remaining == n as u64 {
+                    Chunk::DataEnd
+                } else {
+                    Chunk::Data(remaining - n as u64)
+                };
+            }
+            Chunk::DataEnd => match rest {
+                [b'\r', b'\n', ..] => {
+                    at += 2;
+                    *state = Chunk::Size;
+                }
+                [] | [b'\r'] => return Ok((at, false)),
+                _ => return Err(WireError::Malformed("a chunk not followed by CRLF")),
+            },
+            Chunk::Size => {
+                let Some(end) = memchr::memchr(b'\n', rest) else {
+                    if rest.len() > MAX_SIZE_LINE {
+                        return Err(WireError::Malformed("a chunk-size line too long"));
+                    }
+                    return Ok((at, false));
+                };
+                if end > MAX_SIZE_LINE {
+                    return Err(WireError::Malformed("a chunk-size line too long"));
+                }
+                let size = chunk_size(&rest[..end])?;
+                at += end + 1;
+                *state = if size == 0 {
+                    Chunk::Trailers(0)
+                } else {
+                    Chunk::Data(size)
+                };
+            }
+            Chunk::Trailers(seen) => {
+                let Some(end) = memchr::memchr(b'\n', rest) else {
+                    if seen + rest.len() > MAX_TRAILERS {
+                        return Err(WireError::Malformed("trailers too long"));
+                    }
+                    return Ok((at, false));
+                };
+                let line = &rest[..end];
+                at += end + 1;
+                if line.is_empty() || line == b"\r" {
+                    return Ok((at, true));
+                }
+                if seen + end + 1 > MAX_TRAILERS {
+                    return Err(WireError::Malformed("trailers too long"));
+                }
+                *state = Chunk::Trailers(seen + end + 1);
+            }
+        }
+    }
+}
+
+/// The size on a chunk-size line (without its LF): hex digits, then optional extensions
+/// (ignored), then CR.
+fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
+    let line = line
+        .strip_suffix(b"\r")
+        .ok_or(WireError::Malformed("a chunk-size line without CRLF"))?;
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return Err(WireError::Malformed("a chunk size that is not hex"));
+    }
+    // Extensions may follow, after optional blanks (RFC 9112 §7.1.1); nothing else may.
+    let after = line[digits..].trim_ascii_start();
+    if !(after.is_empty() || after[0] == b';') {
+        return Err(WireError::Malformed("a chunk size that is not hex"));
+    }
+    let mut size: u64 = 0;
+    for &digit in &line[..digits] {
+        let value = (digit as char).to_digit(16).unwrap_or(0) as u64;
+        size = size
+            .checked_mul(16)
+            .and_then(|size| size.checked_add(value))
+            .ok_or(WireError::Malformed("a chunk size too large"))?;
+    }
+    Ok(size)
+}
+
+/// `remaining` bytes still due, capped by `available`.
+fn clamp(remaining: u64, available: usize) -> usize {
+    usize::try_from(remaining).map_or(available, |remaining| remaining.min(available))
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
