@@ -170,7 +170,9 @@ pub async fn sdk_agent(
     spawn(cmd, "sdk agent", None).await
 }
 
-/// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`.
+/// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`: the binary
+/// this benchmark was built with, or the command `BENCH_GATEWAY` names (another build, or a
+/// wrapper that runs it under a profiler; the figures are then that command's).
 pub async fn gateway(
     layout: &Layout,
     face: Face,
@@ -182,7 +184,8 @@ pub async fn gateway(
         Face::Hai => "hai",
         Face::AapDelta | Face::AapMessage => "aap",
     };
-    let mut cmd = layout.command(1, GATEWAY);
+    let program = std::env::var("BENCH_GATEWAY").unwrap_or_else(|_| GATEWAY.to_string());
+    let mut cmd = layout.command(1, &program);
     cmd.args(["serve", "--listen", "127.0.0.1:0"]);
     if client == "aap" {
         // An AAP face holds a session per stream, and its defaults (100 sessions and 64 MiB
