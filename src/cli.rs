@@ -171,6 +171,10 @@ struct LimitArgs {
     /// Client connections open at once; more wait in the listen backlog [default: 10000].
     #[arg(long, env = "DIALECT_PROXY_MAX_CONNECTIONS")]
     max_connections: Option<u64>,
+    /// The largest HTTP/1.1 request head (request line and headers); a larger one is refused
+    /// with 431 [default: 8192; at least 8192].
+    #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_HEAD_BYTES")]
+    max_request_head_bytes: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -261,6 +265,9 @@ impl LimitArgs {
                 .map(|v| toml::Spanned::new(0..0, v)),
             request_header_timeout: spanned(self.request_header_timeout),
             max_connections: self.max_connections.map(|v| toml::Spanned::new(0..0, v)),
+            max_request_head_bytes: self
+                .max_request_head_bytes
+                .map(|v| toml::Spanned::new(0..0, v)),
         }
     }
 }

@@ -14,6 +14,13 @@
 //!   listen backlog until one closes. 10,000 keeps a gateway with one upstream connection per
 //!   client connection (20,000 descriptors) inside the usual container limit of 65,536
 //!   descriptors or more, while being far above what one instance streams on a few cores.
+//! - `max_request_head_bytes` (default 8 KiB, at least 8 KiB): the largest HTTP/1.1 request
+//!   head (request line and headers); a larger one is refused with 431. It also sizes the
+//!   read buffer every HTTP/1.1 connection keeps for its whole life: hyper allocates it at
+//!   8 KiB and, allowed more, doubles it to 16 KiB on a request that arrives in more than one
+//!   read, which measured 12 KiB more per open stream. 8 KiB is the request-head limit of
+//!   Tomcat and Jetty; a deployment whose clients send larger heads (long tokens, many
+//!   cookies) raises it and pays that memory.
 //!
 //! Per route, in `[routes.limits]`: `max_streams` only (default: no cap beyond the global
 //! one); the server-wide keys there are a problem, reported at their place.
@@ -29,6 +36,13 @@ pub const DEFAULT_MAX_STREAMS: usize = 10_000;
 pub const DEFAULT_MAX_BUFFERED_REQUEST_BYTES: usize = 64 << 20;
 pub const DEFAULT_REQUEST_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
+
+/// hyper's smallest HTTP/1 buffer: a lower `max_request_head_bytes` cannot be honoured.
+const MIN_REQUEST_HEAD_BYTES: u64 = 8 * 1024;
+
+/// The largest `max_request_head_bytes` taken: past it a head is a denial of service.
+const MAX_REQUEST_HEAD_BYTES: u64 = 1 << 20;
 
 /// The largest `max_buffered_request_bytes`: the budget is a semaphore counted in `u32`.
 const MAX_BUFFERED_REQUEST_BYTES: u64 = u32::MAX as u64;
@@ -44,6 +58,8 @@ pub struct Admission {
     pub request_header_timeout: Duration,
     /// Client connections open at once.
     pub max_connections: usize,
+    /// The largest HTTP/1.1 request head, and the read buffer of every HTTP/1.1 connection.
+    pub max_request_head_bytes: usize,
 }
 
 impl Default for Admission {
@@ -53,6 +69,7 @@ impl Default for Admission {
             max_buffered_request_bytes: DEFAULT_MAX_BUFFERED_REQUEST_BYTES,
             request_header_timeout: DEFAULT_REQUEST_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_request_head_bytes: DEFAULT_MAX_REQUEST_HEAD_BYTES,
         }
     }
 }
@@ -65,6 +82,7 @@ struct Given {
     max_buffered_request_bytes: Option<usize>,
     request_header_timeout: Option<Duration>,
     max_connections: Option<usize>,
+    max_request_head_bytes: Option<usize>,
 }
 
 fn given(p: &mut Problems, keys: &Keys, raw: &RawLimits) -> Given {
@@ -89,6 +107,23 @@ fn given(p: &mut Problems, keys: &Keys, raw: &RawLimits) -> Given {
                 .ok()
         }),
         max_connections: count(p, keys, "max_connections", &raw.max_connections),
+        max_request_head_bytes: raw.max_request_head_bytes.as_ref().and_then(|v| {
+            match usize::try_from(*v.get_ref()) {
+                Ok(n) if (MIN_REQUEST_HEAD_BYTES..=MAX_REQUEST_HEAD_BYTES).contains(v.get_ref()) => {
+                    Some(n)
+                }
+                _ => {
+                    p.at(
+                        v.span(),
+                        &keys.key("max_request_head_bytes"),
+                        format!(
+                            "must be between {MIN_REQUEST_HEAD_BYTES} and {MAX_REQUEST_HEAD_BYTES} bytes"
+                        ),
+                    );
+                    None
+                }
+            }
+        }),
     }
 }
 
@@ -131,6 +166,10 @@ pub(super) fn admission(
             .max_connections
             .or(from_file.max_connections)
             .unwrap_or(d.max_connections),
+        max_request_head_bytes: from_flags
+            .max_request_head_bytes
+            .or(from_file.max_request_head_bytes)
+            .unwrap_or(d.max_request_head_bytes),
     }
 }
 
@@ -149,6 +188,10 @@ pub(super) fn route_max_streams(p: &mut Problems, keys: &Keys, raw: &RawLimits) 
         (
             "max_connections",
             raw.max_connections.as_ref().map(Spanned::span),
+        ),
+        (
+            "max_request_head_bytes",
+            raw.max_request_head_bytes.as_ref().map(Spanned::span),
         ),
     ];
     for (name, span) in server_wide {

@@ -60,6 +60,7 @@ pub struct RawLimits {
     pub max_buffered_request_bytes: Option<Spanned<u64>>,
     pub request_header_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<u64>>,
+    pub max_request_head_bytes: Option<Spanned<u64>>,
 }
 
 /// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.

@@ -1339,10 +1339,12 @@ fn admission_limits_default_then_file_then_flags() {
     assert_eq!(c.admission.max_buffered_request_bytes, 64 << 20);
     assert_eq!(c.admission.request_header_timeout, Duration::from_secs(10));
     assert_eq!(c.admission.max_connections, 10_000);
+    assert_eq!(c.admission.max_request_head_bytes, 8192);
     assert_eq!(c.routes[0].limits.max_streams, None);
 
     let text = "[limits]\nmax_streams = 100\nmax_buffered_request_bytes = 1048576\n\
                 request_header_timeout = \"2s\"\nmax_connections = 50\n\
+                max_request_head_bytes = 32768\n\
                 [[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
                 [routes.limits]\nmax_streams = 5\n\
                 [[routes]]\npath = \"/b\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
@@ -1354,6 +1356,7 @@ fn admission_limits_default_then_file_then_flags() {
             max_buffered_request_bytes: 1 << 20,
             request_header_timeout: Duration::from_secs(2),
             max_connections: 50,
+            max_request_head_bytes: 32 * 1024,
         }
     );
     assert_eq!(c.route("/a").unwrap().limits.max_streams, Some(5));
@@ -1363,7 +1366,9 @@ fn admission_limits_default_then_file_then_flags() {
     let mut o = Overrides::default();
     o.limits.max_streams = Some(Spanned::new(0..0, 7));
     o.limits.request_header_timeout = Some(Spanned::new(0..0, "500ms".into()));
+    o.limits.max_request_head_bytes = Some(Spanned::new(0..0, 16384));
     let c = file_with(text, &o).unwrap();
+    assert_eq!(c.admission.max_request_head_bytes, 16384);
     assert_eq!(c.admission.max_streams, 7);
     assert_eq!(
         c.admission.request_header_timeout,
@@ -1378,7 +1383,8 @@ fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
     let err = file(
         "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
          [routes.limits]\nmax_streams = 3\nmax_connections = 10\n\
-         max_buffered_request_bytes = 1048576\nrequest_header_timeout = \"1s\"\n",
+         max_buffered_request_bytes = 1048576\nrequest_header_timeout = \"1s\"\n\
+         max_request_head_bytes = 9000\n",
     )
     .unwrap_err()
     .to_string();
@@ -1386,11 +1392,12 @@ fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
         ":7:19: routes[0].limits.max_connections: is server-wide: set it in [limits]",
         ":8:30: routes[0].limits.max_buffered_request_bytes: is server-wide",
         ":9:26: routes[0].limits.request_header_timeout: is server-wide",
+        ":10:26: routes[0].limits.max_request_head_bytes: is server-wide",
     ] {
         assert!(err.contains(expected), "{expected}\n---\n{err}");
     }
     assert!(!err.contains("max_streams"), "valid in a route: {err}");
-    assert_eq!(err.lines().count(), 3, "{err}");
+    assert_eq!(err.lines().count(), 4, "{err}");
 }
 
 #[test]
@@ -1398,7 +1405,8 @@ fn bad_admission_values_are_reported_at_their_place_and_under_their_flag() {
     let routes = "[[routes]]\npath = \"/\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
     let err = file(&format!(
         "[limits]\nmax_streams = 0\nmax_buffered_request_bytes = 5000000000\n\
-         request_header_timeout = \"soon\"\nmax_connections = 0\n{routes}\
+         request_header_timeout = \"soon\"\nmax_connections = 0\n\
+         max_request_head_bytes = 4096\n{routes}\
          [routes.limits]\nmax_streams = 0\n"
     ))
     .unwrap_err()
@@ -1408,7 +1416,8 @@ fn bad_admission_values_are_reported_at_their_place_and_under_their_flag() {
         ":3:30: limits.max_buffered_request_bytes: must be between 64 and 4294967295 bytes",
         ":4:26: limits.request_header_timeout: invalid duration \"soon\"",
         ":5:19: limits.max_connections: must be at least 1",
-        ":11:15: routes[0].limits.max_streams: must be at least 1",
+        ":6:26: limits.max_request_head_bytes: must be between 8192 and 1048576 bytes",
+        ":12:15: routes[0].limits.max_streams: must be at least 1",
     ] {
         assert!(err.contains(expected), "{expected}\n---\n{err}");
     }
@@ -1417,12 +1426,14 @@ fn bad_admission_values_are_reported_at_their_place_and_under_their_flag() {
     o.limits.max_buffered_request_bytes = Some(Spanned::new(0..0, 10));
     o.limits.request_header_timeout = Some(Spanned::new(0..0, "never".into()));
     o.limits.max_connections = Some(Spanned::new(0..0, 0));
+    o.limits.max_request_head_bytes = Some(Spanned::new(0..0, 1 << 30));
     let err = flag_error(&o);
     for expected in [
         "flags: --max-streams: must be at least 1",
         "flags: --max-buffered-request-bytes: must be between 64 and 4294967295 bytes",
         "flags: --request-header-timeout: invalid duration \"never\"",
         "flags: --max-connections: must be at least 1",
+        "flags: --max-request-head-bytes: must be between 8192 and 1048576 bytes",
     ] {
         assert!(err.contains(expected), "{expected}\n---\n{err}");
     }

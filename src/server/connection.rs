@@ -89,9 +89,13 @@ impl Connections {
             async move {
                 let _slot = slot;
                 let first_head = FirstHead::default();
-                let serve = this
-                    .clone()
-                    .serve(stream, peer, watcher, first_head.clone());
+                // Boxed: a future passed by value into another is laid out twice in the task
+                // (as the argument and inside the callee), and every open stream pays for
+                // the task's size for as long as it lasts.
+                let serve = Box::pin(
+                    this.clone()
+                        .serve(stream, peer, watcher, first_head.clone()),
+                );
                 if until_first_head(this.header_timeout, &first_head, serve)
                     .await
                     .is_none()
@@ -123,6 +127,19 @@ impl Connections {
         let Some(acceptor) = &self.tls else {
             return self.http(stream, peer, watcher, seen, None).await;
         };
+        // Boxed, so that a plaintext connection's task is not as large as a TLS one's (the
+        // handshake and the TLS stream are several KiB of state).
+        Box::pin(self.https(acceptor, stream, peer, watcher, seen)).await;
+    }
+
+    async fn https(
+        &self,
+        acceptor: &TlsAcceptor,
+        stream: StallGuard<TcpStream>,
+        peer: SocketAddr,
+        watcher: Watcher,
+        seen: FirstHead,
+    ) {
         match acceptor.accept(stream).await {
             Ok(stream) => {
                 let (_, session) = stream.get_ref();
@@ -162,11 +179,13 @@ impl Connections {
                 request.extensions_mut().insert(proto);
             }
             let router = routers.load_full();
-            async move {
+            // Boxed: hyper keeps the allocation it puts a request's future in for as long as
+            // the connection lasts, so the future itself is better freed once it is done.
+            Box::pin(async move {
                 let response = metrics::arrived(arrived, router.handle(request)).await;
                 // Open until its body ends or is dropped.
                 Ok::<_, Infallible>(admission::hold(response, open))
-            }
+            })
         });
         let connection = self
             .protocols

@@ -259,9 +259,11 @@ impl Server {
         // under TLS, either by ALPN.
         let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         // The later request heads of a keep-alive connection; the first is `until_first_head`'s.
+        // The head limit is also the read buffer each connection keeps (`config::admission`).
         protocols
             .http1()
             .timer(TokioTimer::new())
+            .max_buf_size(admission.max_request_head_bytes)
             .header_read_timeout(admission.request_header_timeout);
         protocols.http2().timer(TokioTimer::new());
         let connections = Connections::new(

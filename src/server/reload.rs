@@ -92,7 +92,7 @@ impl Fixed {
             kept.push("tls_cert/tls_key");
         }
         if config.admission != self.admission {
-            kept.push("[limits] max_streams/max_connections/request_header_timeout/max_buffered_request_bytes");
+            kept.push("[limits] max_streams/max_connections/request_header_timeout/max_buffered_request_bytes/max_request_head_bytes");
         }
         if config.stall_timeout != self.stall_timeout {
             kept.push("stall_timeout");

@@ -458,6 +458,40 @@ async fn a_declared_content_length_of_100_mb_is_refused_with_413_before_the_body
     );
 }
 
+/// The status of a run posted with one header of `padding` bytes, on a fresh connection.
+async fn status_with_header(gateway: &Gateway, padding: usize) -> u16 {
+    let mut stream = TcpStream::connect(gateway.addr).await.unwrap();
+    let body = run_input("t", "r").into_bytes();
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         x-padding: {}\r\ncontent-length: {}\r\n\r\n",
+        gateway.addr,
+        "p".repeat(padding),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    read_head(&mut stream).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_limit_can_be_raised() {
+    let gateway = Gateway::spawn(&["--upstream", "builtin:demo"]);
+    assert_eq!(status_with_header(&gateway, 7_000).await, 200);
+    assert_eq!(status_with_header(&gateway, 10_000).await, 431);
+    // The gateway is still serving.
+    assert_eq!(status_with_header(&gateway, 100).await, 200);
+
+    let raised = Gateway::spawn(&[
+        "--upstream",
+        "builtin:demo",
+        "--max-request-head-bytes",
+        "16384",
+    ]);
+    assert_eq!(status_with_header(&raised, 10_000).await, 200);
+    assert_eq!(status_with_header(&raised, 20_000).await, 431);
+}
+
 // === connections ===
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
