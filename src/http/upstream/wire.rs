@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
@@ -92,8 +92,6 @@ pub struct Wire<T> {
     /// Bytes read and not decoded yet: a cut response head, the body bytes that came with the
     /// head, or framing a read cut in two.
     pending: BytesMut,
-    /// `pending` holds body bytes that came with the head and were not looked at yet.
-    fresh: bool,
     framing: Framing,
     /// The connection can carry another exchange once this body is done.
     reusable: bool,
@@ -113,7 +111,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
         Wire {
             io,
             pending: BytesMut::new(),
-            fresh: false,
             framing: Framing::Done,
             reusable: true,
         }
@@ -126,7 +123,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
     /// ([`Sent::Unsent`]): it may be sent again on another connection.
     pub async fn exchange(&mut self, request: &Request<Bytes>) -> Result<Response<()>, Sent> {
         self.pending.clear();
-        self.fresh = false;
         self.framing = Framing::Done;
         let head = encode_request(request);
         let written = async {
@@ -164,99 +160,75 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
                 {
                     self.reusable = false;
                 }
-                self.fresh = !self.pending.is_empty();
                 return Ok(response);
             }
             if self.pending.len() >= MAX_HEAD {
                 return Err(WireError::HeadTooLarge);
             }
-            let n = std::future::poll_fn(|cx| self.poll_read_pending(cx)).await?;
-            if n == 0 {
+            let Wire { io, pending, .. } = self;
+            let read = std::future::poll_fn(|cx| {
+                poll_read_with(io, cx, |read| pending.extend_from_slice(read))
+            });
+            if read.await?.is_none() {
                 return Err(WireError::Closed);
             }
         }
     }
 
-    /// Reads what the socket has onto `pending`.
-    fn poll_read_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        let Wire { io, pending, .. } = self;
-        with_scratch(|scratch| {
-            let mut buf = ReadBuf::new(scratch);
-            match Pin::new(io).poll_read(cx, &mut buf) {
-                Poll::Ready(Ok(())) => {
-                    pending.extend_from_slice(buf.filled());
-                    Poll::Ready(Ok(buf.filled().len()))
-                }
-                Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
-                Poll::Pending => Poll::Pending,
-            }
-        })
-    }
-
     /// The next part of the response body: all the data one socket read brought, as one
     /// frame. `None` at its end.
     pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, WireError>>> {
-        if self.fresh {
-            self.fresh = false;
-            let mut out = BytesMut::new();
-            let pending = std::mem::take(&mut self.pending);
-            match self.decode(&pending, &mut out) {
-                Ok(used) => self.keep(&pending[used..]),
-                Err(error) => return Poll::Ready(Some(Err(self.failed(error)))),
-            }
-            if !out.is_empty() {
-                return Poll::Ready(Some(Ok(out.freeze())));
-            }
-        }
         loop {
             if self.framing == Framing::Done {
                 return Poll::Ready(None);
             }
-            let polled = {
-                let Wire {
-                    io,
-                    pending,
-                    framing,
-                    ..
-                } = self;
-                with_scratch(|scratch| {
-                    let mut buf = ReadBuf::new(scratch);
-                    match Pin::new(&mut *io).poll_read(cx, &mut buf) {
-                        Poll::Pending => Poll::Pending,
-                        Poll::Ready(Err(error)) => Poll::Ready(Err(WireError::Io(error))),
-                        Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(Ok(None)),
-                        Poll::Ready(Ok(())) => {
-                            let read = buf.filled();
-                            let mut out = BytesMut::with_capacity(read.len());
-                            let result = if pending.is_empty() {
-                                decode(framing, read, &mut out).map(|used| {
-                                    pending.extend_from_slice(&read[used..]);
-                                })
-                            } else {
-                                pending.extend_from_slice(read);
-                                decode(framing, pending, &mut out).map(|used| {
-                                    pending.advance(used);
-                                })
-                            };
-                            Poll::Ready(result.map(|()| Some(out)))
-                        }
-                    }
-                })
-            };
-            match polled {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(self.failed(error)))),
-                Poll::Ready(Ok(None)) => {
+            // Body bytes that came with the head go first. What a read cut in two stays here
+            // until the next read completes it (decoding it again alone finds nothing).
+            if !self.pending.is_empty() {
+                let mut out = BytesMut::new();
+                match decode(&mut self.framing, &self.pending, &mut out) {
+                    Ok(used) => self.pending.advance(used),
+                    Err(error) => return Poll::Ready(Some(Err(self.failed(error)))),
+                }
+                self.settle();
+                if !out.is_empty() {
+                    return Poll::Ready(Some(Ok(out.freeze())));
+                }
+                if self.framing == Framing::Done {
+                    continue;
+                }
+            }
+            let Wire {
+                io,
+                pending,
+                framing,
+                ..
+            } = self;
+            let read = ready!(poll_read_with(io, cx, |read| {
+                let mut out = BytesMut::with_capacity(read.len());
+                if pending.is_empty() {
+                    let used = decode(framing, read, &mut out)?;
+                    pending.extend_from_slice(&read[used..]);
+                } else {
+                    pending.extend_from_slice(read);
+                    let used = decode(framing, pending, &mut out)?;
+                    pending.advance(used);
+                }
+                Ok(out)
+            }));
+            match read {
+                Err(error) => return Poll::Ready(Some(Err(self.failed(WireError::Io(error))))),
+                Ok(Some(Err(error))) => return Poll::Ready(Some(Err(self.failed(error)))),
+                Ok(None) => {
                     // The upstream closed: the end of a body delimited by the close, or a cut.
                     self.reusable = false;
-                    return if self.framing == Framing::Close {
-                        self.framing = Framing::Done;
-                        Poll::Ready(None)
-                    } else {
-                        Poll::Ready(Some(Err(self.failed(WireError::Closed))))
-                    };
+                    if self.framing != Framing::Close {
+                        return Poll::Ready(Some(Err(self.failed(WireError::Closed))));
+                    }
+                    self.framing = Framing::Done;
+                    return Poll::Ready(None);
                 }
-                Poll::Ready(Ok(Some(out))) => {
+                Ok(Some(Ok(out))) => {
                     self.settle();
                     if !out.is_empty() {
                         return Poll::Ready(Some(Ok(out.freeze())));
@@ -265,16 +237,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
                 }
             }
         }
-    }
-
-    fn decode(&mut self, input: &[u8], out: &mut BytesMut) -> Result<usize, WireError> {
-        decode(&mut self.framing, input, out)
-    }
-
-    /// Keeps `rest` (not decodable yet) for the next read.
-    fn keep(&mut self, rest: &[u8]) {
-        self.pending.extend_from_slice(rest);
-        self.settle();
     }
 
     /// After a decode: bytes past the body's end mean the upstream is out of step, and a
@@ -342,6 +304,21 @@ impl Sent {
             Sent::Unsent(error) | Sent::Sent(error) => error,
         }
     }
+}
+
+/// Reads what the socket has into the per-thread scratch buffer and hands it to `f`; `None`
+/// at the end of the stream.
+fn poll_read_with<T: AsyncRead + Unpin, R>(
+    io: &mut T,
+    cx: &mut Context<'_>,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Poll<io::Result<Option<R>>> {
+    with_scratch(|scratch| {
+        let mut buf = ReadBuf::new(scratch);
+        ready!(Pin::new(io).poll_read(cx, &mut buf))?;
+        let read = buf.filled();
+        Poll::Ready(Ok((!read.is_empty()).then(|| f(read))))
+    })
 }
 
 fn with_scratch<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
