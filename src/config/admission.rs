@@ -15,12 +15,10 @@
 //!   client connection (20,000 descriptors) inside the usual container limit of 65,536
 //!   descriptors or more, while being far above what one instance streams on a few cores.
 //! - `max_request_head_bytes` (default 8 KiB, at least 8 KiB): the largest HTTP/1.1 request
-//!   head (request line and headers); a larger one is refused with 431. It also sizes the
-//!   read buffer every HTTP/1.1 connection keeps for its whole life: hyper allocates it at
-//!   8 KiB and, allowed more, doubles it to 16 KiB on a request that arrives in more than one
-//!   read, which measured 12 KiB more per open stream. 8 KiB is the request-head limit of
-//!   Tomcat and Jetty; a deployment whose clients send larger heads (long tokens, many
-//!   cookies) raises it and pays that memory.
+//!   head (request line and headers); a larger one is refused with 431. A head is held only
+//!   while it arrives (reads go through one per-thread buffer), so the limit costs no memory
+//!   per open stream. 8 KiB is the request-head limit of Tomcat and Jetty; a deployment whose
+//!   clients send larger heads (long tokens, many cookies) raises it.
 //!
 //! Per route, in `[routes.limits]`: `max_streams` only (default: no cap beyond the global
 //! one); the server-wide keys there are a problem, reported at their place.
@@ -38,7 +36,8 @@ pub const DEFAULT_REQUEST_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
 
-/// hyper's smallest HTTP/1 buffer: a lower `max_request_head_bytes` cannot be honoured.
+/// The smallest `max_request_head_bytes`: below it, ordinary browser requests (a few KiB of
+/// cookies and headers) would be refused.
 const MIN_REQUEST_HEAD_BYTES: u64 = 8 * 1024;
 
 /// The largest `max_request_head_bytes` taken: past it a head is a denial of service.

@@ -18,8 +18,10 @@
 //! - [`deadline`]: the idle and heartbeat timers, cheap to move for every event.
 
 pub mod body;
+pub mod client_body;
 pub mod clock;
 pub mod deadline;
+pub mod h1;
 pub mod headers;
 pub mod relay;
 pub mod request_id;

@@ -18,10 +18,10 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::client_body::ClientBody;
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -147,7 +147,7 @@ impl Deref for BufferedBody {
 /// Reads a request body whole, bounded by `limit` bytes, [`REQUEST_BODY_TIMEOUT`] and
 /// `budget`.
 pub async fn read_body(
-    body: Incoming,
+    body: ClientBody,
     limit: usize,
     budget: &BodyBudget,
 ) -> Result<BufferedBody, Failure> {

@@ -4,29 +4,34 @@
 //! 1. **Deadline**: the whole task, from accept, runs under `request_header_timeout` until the
 //!    service sees the first request head ([`accept::until_first_head`]), so a client that
 //!    opens TCP and never completes a TLS handshake or never sends a request head is closed
-//!    then. Later, a connection with no open request for as long is closed too
-//!    ([`accept::Activity`]), HTTP/2 ones included. The connection holds its [`ConnectionSlot`] (`max_connections`) until it ends.
+//!    then. Later, a connection with no open request for as long is closed too: an HTTP/1.1
+//!    one waiting for its next head, an HTTP/2 one with no stream open ([`accept::Activity`]).
+//!    The connection holds its [`ConnectionSlot`] (`max_connections`) until it ends.
 //! 2. **TLS** (when the listener has `tls_cert`/`tls_key`): the handshake runs here, never in
 //!    the accept loop. A failed handshake is the client's business and logged at debug.
-//! 3. **HTTP**: hyper-util's auto builder serves HTTP/1.1 or HTTP/2 by the connection's
-//!    preface. Under TLS the client speaks what ALPN chose (`h2` preferred, `http/1.1`); in
-//!    plaintext HTTP/2 needs prior knowledge (h2c). Writes go through the [`StallGuard`]
-//!    below TLS, so a client that stops reading is given up as on plaintext. Every request
-//!    carries its [`ClientAddr`] and, under TLS, [`Proto::Https`] as extensions.
-//! 4. **Shutdown**: each connection holds a graceful-shutdown watcher from the moment it is
-//!    accepted, so a drain also waits for a handshake in flight (bounded as above).
+//! 3. **HTTP**: HTTP/1.1 on the gateway's own connection ([`super::h1`]), HTTP/2 on hyper's.
+//!    Under TLS the client speaks what ALPN chose (`h2` preferred, `http/1.1`); otherwise the
+//!    connection's first bytes tell (HTTP/2 needs prior knowledge in plaintext: h2c). Writes
+//!    go through the [`StallGuard`] below TLS, so a client that stops reading is given up as
+//!    on plaintext. Every request carries its [`ClientAddr`] and, under TLS,
+//!    [`Proto::Https`] as extensions.
+//! 4. **Shutdown**: each connection holds a [`DrainWatcher`] from the moment it is accepted,
+//!    so a drain also waits for a handshake in flight (bounded as above).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Request;
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::BytesMut;
+use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -34,8 +39,13 @@ use tracing::Instrument;
 
 use super::accept::{until_first_head, Activity, ConnectionSlot, FirstHead};
 use super::admission;
+use super::drain::DrainWatcher;
+use super::h1;
+use super::h1::rewind::{sniff, Rewind, Sniffed};
 use super::Routers;
+use crate::http::client_body::ClientBody;
 use crate::http::headers::Proto;
+use crate::http::response::ResponseBody;
 use crate::http::stall::StallGuard;
 use crate::http::ClientAddr;
 use crate::telemetry::metrics::{self, ConnectionRefusal, Metrics};
@@ -47,7 +57,9 @@ pub(super) struct Connections {
     /// The current configuration's router; each request loads it anew, so a reload reaches
     /// keep-alive connections at their next request.
     routers: Routers,
-    protocols: Arc<auto::Builder<TokioExecutor>>,
+    h2: Arc<http2::Builder<TokioExecutor>>,
+    /// `max_request_head_bytes`.
+    max_head: usize,
     tls: Option<TlsAcceptor>,
     stall_timeout: Duration,
     /// From accept to the first request head (`request_header_timeout`).
@@ -58,7 +70,8 @@ pub(super) struct Connections {
 impl Connections {
     pub fn new(
         routers: Routers,
-        protocols: auto::Builder<TokioExecutor>,
+        h2: http2::Builder<TokioExecutor>,
+        max_head: usize,
         tls: Option<&ListenerTls>,
         stall_timeout: Duration,
         header_timeout: Duration,
@@ -66,7 +79,8 @@ impl Connections {
     ) -> Self {
         Connections {
             routers,
-            protocols: Arc::new(protocols),
+            h2: Arc::new(h2),
+            max_head,
             tls: tls.map(|tls| TlsAcceptor::from(Arc::clone(&tls.config))),
             stall_timeout,
             header_timeout,
@@ -75,12 +89,12 @@ impl Connections {
     }
 
     /// Serves `stream` in a task of its own, holding `slot` until it ends; `watcher` keeps a
-    /// graceful shutdown waiting until the connection is done.
+    /// drain waiting until the connection is done.
     pub fn spawn(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
-        watcher: Watcher,
+        watcher: DrainWatcher,
         slot: ConnectionSlot,
     ) {
         let span = tracing::debug_span!("conn", client.addr = %peer);
@@ -121,11 +135,17 @@ impl Connections {
         }
     }
 
-    async fn serve(self, stream: TcpStream, peer: SocketAddr, watcher: Watcher, seen: FirstHead) {
+    async fn serve(
+        self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        watcher: DrainWatcher,
+        seen: FirstHead,
+    ) {
         let _ = stream.set_nodelay(true);
         let stream = StallGuard::new(stream, self.stall_timeout);
         let Some(acceptor) = &self.tls else {
-            return self.http(stream, peer, watcher, seen, None).await;
+            return self.http(stream, peer, watcher, seen, None, false).await;
         };
         // Boxed, so that a plaintext connection's task is not as large as a TLS one's (the
         // handshake and the TLS stream are several KiB of state).
@@ -137,15 +157,16 @@ impl Connections {
         acceptor: &TlsAcceptor,
         stream: StallGuard<TcpStream>,
         peer: SocketAddr,
-        watcher: Watcher,
+        watcher: DrainWatcher,
         seen: FirstHead,
     ) {
         match acceptor.accept(stream).await {
             Ok(stream) => {
                 let (_, session) = stream.get_ref();
+                let h2 = session.alpn_protocol() == Some(b"h2");
                 let alpn = session.alpn_protocol().map(String::from_utf8_lossy);
                 tracing::trace!(alpn = alpn.as_deref().unwrap_or("none"), "TLS established");
-                self.http(stream, peer, watcher, seen, Some(Proto::Https))
+                self.http(stream, peer, watcher, seen, Some(Proto::Https), h2)
                     .await;
             }
             Err(error) => {
@@ -158,44 +179,111 @@ impl Connections {
 
     async fn http<S>(
         &self,
-        stream: S,
+        mut stream: S,
         peer: SocketAddr,
-        watcher: Watcher,
+        drain: DrainWatcher,
         seen: FirstHead,
         proto: Option<Proto>,
+        alpn_h2: bool,
     ) where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
-        let routers = Arc::clone(&self.routers);
         let first_head = seen.clone();
         let activity = Activity::default();
-        let requests = activity.clone();
-        let service = service_fn(move |mut request: Request<Incoming>| {
+        let service = self.service(peer, proto, seen, activity.clone());
+        // Under TLS, ALPN may have chosen HTTP/2 already; otherwise the first bytes tell.
+        let sniffed = if alpn_h2 {
+            Sniffed::H2(BytesMut::new())
+        } else {
+            match sniff(&mut stream).await {
+                Ok(sniffed) => sniffed,
+                Err(error) => {
+                    tracing::debug!(%error, "connection ended before its first request");
+                    return;
+                }
+            }
+        };
+        match sniffed {
+            Sniffed::H1(read) => {
+                let settings = h1::Settings {
+                    max_head: self.max_head,
+                    header_timeout: self.header_timeout,
+                };
+                let timed_out = || self.header_timeout(&first_head);
+                if let Err(error) =
+                    h1::serve(stream, read, settings, drain, service, timed_out).await
+                {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            }
+            Sniffed::H2(read) => {
+                self.h2(
+                    Rewind::new(read, stream),
+                    drain,
+                    service,
+                    activity,
+                    &first_head,
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The service every request of a connection goes to: the current router, with the
+    /// request's [`ClientAddr`] and [`Proto`], counted open until its response body ends.
+    fn service(
+        &self,
+        peer: SocketAddr,
+        proto: Option<Proto>,
+        seen: FirstHead,
+        activity: Activity,
+    ) -> impl Fn(Request<ClientBody>) -> Responding + Clone + Send + Sync + 'static {
+        let routers = Arc::clone(&self.routers);
+        move |mut request: Request<ClientBody>| {
             let arrived = tokio::time::Instant::now();
             seen.seen();
-            let open = requests.begin();
+            let open = activity.begin();
             request.extensions_mut().insert(ClientAddr(peer));
             if let Some(proto) = proto {
                 request.extensions_mut().insert(proto);
             }
             let router = routers.load_full();
-            // Boxed: hyper keeps the allocation it puts a request's future in for as long as
-            // the connection lasts, so the future itself is better freed once it is done.
+            // Boxed: freed once answered, and kept out of the connection's own future.
             Box::pin(async move {
                 let response = metrics::arrived(arrived, router.handle(request)).await;
                 // Open until its body ends or is dropped.
-                Ok::<_, Infallible>(admission::hold(response, open))
+                admission::hold(response, open)
             })
+        }
+    }
+
+    /// An HTTP/2 connection, served by hyper until it ends, a drain has it finish its streams,
+    /// or it has had no open request for `request_header_timeout`.
+    async fn h2<S>(
+        &self,
+        stream: S,
+        mut drain: DrainWatcher,
+        service: impl Fn(Request<ClientBody>) -> Responding + Clone + Send + Sync + 'static,
+        activity: Activity,
+        first_head: &FirstHead,
+    ) where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let service = service_fn(move |request: Request<Incoming>| {
+            let responding = service(request.map(ClientBody::from));
+            async move { Ok::<_, Infallible>(responding.await) }
         });
-        let connection = self
-            .protocols
-            .serve_connection(TokioIo::new(stream), service);
+        let connection = self.h2.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(connection);
         let served = tokio::select! {
-            served = watcher.watch(connection) => served,
+            served = connection.as_mut() => served,
+            () = drain.wait() => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
             () = activity.idle_for(self.header_timeout) => {
-                // No request open: dropping the connection closes it. The same limit as
-                // hyper's wait for a keep-alive connection's next head, counted alike.
-                self.header_timeout(&first_head);
+                // No request open: dropping the connection closes it.
+                self.header_timeout(first_head);
                 tracing::debug!(
                     timeout_ms = self.header_timeout.as_millis() as u64,
                     "connection closed: idle for request_header_timeout"
@@ -204,15 +292,10 @@ impl Connections {
             }
         };
         if let Err(error) = served {
-            // hyper's own header timeout (a keep-alive connection's next head, or a first head
-            // it raced ours to) is the same limit.
-            if error
-                .downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_timeout)
-            {
-                self.header_timeout(&first_head);
-            }
-            tracing::debug!(%error, "connection ended with an error");
+            tracing::debug!(%error, "HTTP/2 connection ended with an error");
         }
     }
 }
+
+/// A request's response, on its way.
+type Responding = Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>>;

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use crate::http::client_body::ClientBody;
 use http::{header, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -37,7 +37,8 @@ use crate::session::Principal;
 use crate::telemetry::metrics::Rejection;
 
 /// One route's front, as a cloneable service.
-pub(super) type Front = BoxCloneSyncService<Request<Incoming>, Response<ResponseBody>, Infallible>;
+pub(super) type Front =
+    BoxCloneSyncService<Request<ClientBody>, Response<ResponseBody>, Infallible>;
 
 /// The fronts of every route, by route path (AAP routes sharing a path share one).
 pub(super) fn fronts(gateway: &Arc<Gateway>) -> HashMap<String, Front> {
@@ -55,7 +56,7 @@ fn front(gateway: Arc<Gateway>, index: usize) -> Front {
     let authenticator = route.auth.as_ref().map(|a| Arc::new(Authenticator::new(a)));
     let cors = route.cors.clone();
     let methods = methods(route.client);
-    let guarded = tower::service_fn(move |request: Request<Incoming>| {
+    let guarded = tower::service_fn(move |request: Request<ClientBody>| {
         let gateway = Arc::clone(&gateway);
         let authenticator = authenticator.clone();
         async move {
@@ -86,8 +87,8 @@ fn methods(client: Dialect) -> &'static [Method] {
 async fn authenticate(
     authenticator: Option<&Authenticator>,
     route: &Route,
-    mut request: Request<Incoming>,
-) -> Result<Request<Incoming>, AuthError> {
+    mut request: Request<ClientBody>,
+) -> Result<Request<ClientBody>, AuthError> {
     let principal = match authenticator {
         Some(authenticator) => authenticator.authenticate(request.headers()).await?,
         None => Principal::anonymous(),
@@ -103,7 +104,7 @@ async fn authenticate(
 async fn admit_and_answer(
     gateway: &Gateway,
     route: &Route,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Response<ResponseBody> {
     match gateway.streams.admit(route) {
         Ok(permit) => admission::hold(gateway.answer(route, request).await, permit),
@@ -132,7 +133,7 @@ fn unauthorized(gateway: &Gateway, route: &Route, error: &AuthError) -> Response
 fn with_cors<S>(rules: &Cors, methods: &[Method], inner: S) -> Front
 where
     S: tower::Service<
-            Request<Incoming>,
+            Request<ClientBody>,
             Response = Response<ResponseBody>,
             Error = Infallible,
             Future: Send + 'static,
@@ -158,7 +159,7 @@ where
         layer = layer.max_age(max_age);
     }
     let cors = layer.layer(inner.clone());
-    BoxCloneSyncService::new(tower::service_fn(move |request: Request<Incoming>| {
+    BoxCloneSyncService::new(tower::service_fn(move |request: Request<ClientBody>| {
         let preflight = is_preflight(&request);
         let plain_options = request.method() == Method::OPTIONS && !preflight;
         let (cors, inner) = (cors.clone(), inner.clone());

@@ -47,7 +47,9 @@ mod accept;
 mod admission;
 pub mod admin;
 mod connection;
+mod drain;
 mod front;
+mod h1;
 pub mod lifecycle;
 pub mod refusal;
 mod reload;
@@ -59,7 +61,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use http::{Method, Request, Response};
-use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
@@ -71,6 +72,7 @@ use crate::config::{Config, Route};
 use crate::dialect::{input_for_upstream, read_request, Dialect};
 use crate::error::{ErrorCode, Failure, Fault};
 use crate::http::body::Source;
+use crate::http::client_body::ClientBody;
 use crate::http::relay::Relay;
 use crate::http::request_body::{read_body, BodyBudget};
 use crate::http::request_id::RequestId;
@@ -80,6 +82,7 @@ use crate::telemetry::metrics::Metrics;
 use accept::{AcceptBackoff, ConnectionSlots};
 use admission::Streams;
 use connection::Connections;
+use drain::Drain;
 pub use lifecycle::{Control, Phase};
 pub use reload::Reloader;
 
@@ -254,21 +257,16 @@ impl Server {
             let config = &router.gateway.config;
             (config.stall_timeout, config.admission, config.tls.clone())
         };
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        // HTTP/1.1, and HTTP/2 with prior knowledge (h2c) for meshes and clients that multiplex;
-        // under TLS, either by ALPN.
-        let mut protocols = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        // The later request heads of a keep-alive connection; the first is `until_first_head`'s.
-        // The head limit is also the read buffer each connection keeps (`config::admission`).
-        protocols
-            .http1()
-            .timer(TokioTimer::new())
-            .max_buf_size(admission.max_request_head_bytes)
-            .header_read_timeout(admission.request_header_timeout);
-        protocols.http2().timer(TokioTimer::new());
+        let drain = Drain::new();
+        // HTTP/2 (with prior knowledge, h2c, or by ALPN) is hyper's; HTTP/1.1 is the gateway's
+        // own (`h1`), which bounds request heads by `max_request_head_bytes` and the heads
+        // after a connection's first by `request_header_timeout`.
+        let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new());
         let connections = Connections::new(
             Arc::clone(&routers),
-            protocols,
+            h2,
+            admission.max_request_head_bytes,
             tls.as_ref(),
             stall_timeout,
             admission.request_header_timeout,
@@ -315,7 +313,7 @@ impl Server {
                         }
                     }
                 };
-                connections.spawn(stream, peer, graceful.watcher(), slot.accepted());
+                connections.spawn(stream, peer, drain.watcher(), slot.accepted());
             }
         };
         control.drain();
@@ -330,7 +328,7 @@ impl Server {
             started_by = if signalled { "signal" } else { "POST /drain" },
             "draining: listener closed, open requests run on until drain_timeout"
         );
-        let drained = graceful.shutdown();
+        let drained = drain.shutdown();
         tokio::pin!(drained);
         if tokio::time::timeout(drain_timeout, &mut drained)
             .await
@@ -361,7 +359,7 @@ impl Server {
 impl Router {
     /// One request, from its id to the line that ends it (a stream's end is logged by its
     /// body): the request span, its `x-request-id` echoed on the response whatever it is.
-    async fn handle(&self, mut request: Request<Incoming>) -> Response<ResponseBody> {
+    async fn handle(&self, mut request: Request<ClientBody>) -> Response<ResponseBody> {
         let request_id = RequestId::from_client(request.headers());
         let path = request.uri().path().to_owned();
         let span = tracing::info_span!(
@@ -391,7 +389,7 @@ impl Router {
     /// The request's route and its front, which answer it (404 without a route).
     async fn route(
         &self,
-        request: Request<Incoming>,
+        request: Request<ClientBody>,
         path: &str,
         span: &tracing::Span,
     ) -> Response<ResponseBody> {
@@ -466,7 +464,7 @@ fn log_end(response: &Response<ResponseBody>) {
 impl Gateway {
     /// A request past its route's front: authenticated, its `Principal` in its extensions;
     /// the current span is the request's.
-    async fn answer(&self, route: &Route, request: Request<Incoming>) -> Response<ResponseBody> {
+    async fn answer(&self, route: &Route, request: Request<ClientBody>) -> Response<ResponseBody> {
         let span = tracing::Span::current();
         // Which face serves the client: a new dialect must choose here (no wildcard arm).
         let result = match route.client {
@@ -498,7 +496,7 @@ impl Gateway {
     async fn stream(
         &self,
         route: &Route,
-        request: Request<Incoming>,
+        request: Request<ClientBody>,
         span: tracing::Span,
     ) -> Result<Response<ResponseBody>, Refusal> {
         if request.method() != Method::POST {

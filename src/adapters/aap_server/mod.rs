@@ -38,8 +38,8 @@ mod turn;
 
 use std::sync::Arc;
 
+use crate::http::client_body::ClientBody;
 use http::{Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use crate::adapters::aap_client::AapClient;
@@ -115,7 +115,7 @@ impl<'a> Face<'a> {
 pub(crate) async fn handle(
     face: &Face<'_>,
     relay: &Relay,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Result<Response<ResponseBody>, Refusal> {
     let owner = request
         .extensions()

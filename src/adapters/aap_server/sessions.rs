@@ -2,8 +2,8 @@
 //! `translation.md` §4.1). Also the checks a turn shares with creation: options, server tools
 //! and client tools against the agent's declaration, and the redaction of secrets.
 
+use crate::http::client_body::ClientBody;
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use super::{invalid, no_session, parse_body, store_failure, Face};
@@ -28,7 +28,7 @@ pub(crate) use crate::dialect::aap::REDACTED;
 pub(super) async fn create(
     face: &Face<'_>,
     owner: &Principal,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let limit = face
         .routes
@@ -136,7 +136,7 @@ pub(super) async fn delete(
     relay: &Relay,
     owner: &Principal,
     id: &str,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let config = face.session_config(id, owner).await?;
     if !face.store.delete(id, owner).await.map_err(store_failure)? {

@@ -21,9 +21,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::http::client_body::ClientBody;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use super::commit::{self, Ended, Reporter, TurnOwner};
@@ -77,7 +77,7 @@ pub(super) async fn turn(
     face: &Face<'_>,
     owner: &Principal,
     id: &str,
-    request: Request<Incoming>,
+    request: Request<ClientBody>,
 ) -> Result<Response<ResponseBody>, Failure> {
     let (parts, body) = request.into_parts();
     let config = face.session_config(id, owner).await?;

@@ -15,7 +15,6 @@
 //! overflows, a missing CRLF, conflicting lengths: [`WireError::Malformed`]) and bounded
 //! everywhere: a response head, a chunk-size line and the trailers each have a limit.
 
-use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
@@ -25,27 +24,18 @@ use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
+use crate::http::h1::framing::{
+    chunked_last, content_length, decode, poll_read_with, Chunk, Framing, Malformed,
+};
+
 /// The largest response head (status line and headers) read.
 pub const MAX_HEAD: usize = 64 * 1024;
 
 /// The most response headers read.
 const MAX_HEADERS: usize = 128;
 
-/// The longest chunk-size line (size and extensions).
-const MAX_SIZE_LINE: usize = 4 * 1024;
-
-/// The most trailer bytes read after the last chunk (they are read and dropped).
-const MAX_TRAILERS: usize = 16 * 1024;
-
-/// The per-thread buffer every socket read goes into.
-const SCRATCH: usize = 64 * 1024;
-
 /// What one connection keeps between reads beyond which its buffer is let go once empty.
 const KEEP_PENDING: usize = 4 * 1024;
-
-thread_local! {
-    static SCRATCH_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; SCRATCH].into_boxed_slice());
-}
 
 /// Why an exchange on a connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -58,32 +48,6 @@ pub enum WireError {
     Malformed(&'static str),
     #[error("the upstream's response head is larger than {MAX_HEAD} bytes")]
     HeadTooLarge,
-}
-
-/// How the response body is delimited, and how far it has been read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framing {
-    /// `Transfer-Encoding: chunked`.
-    Chunked(Chunk),
-    /// `Content-Length`: the bytes still to come.
-    Length(u64),
-    /// Until the upstream closes the connection.
-    Close,
-    /// The body is over.
-    Done,
-}
-
-/// Where the chunked decoder is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Chunk {
-    /// Before a chunk-size line.
-    Size,
-    /// Inside a chunk's data: the bytes still to come.
-    Data(u64),
-    /// After a chunk's data: its CRLF.
-    DataEnd,
-    /// After the last chunk: trailer lines up to an empty one; the trailer bytes seen so far.
-    Trailers(usize),
 }
 
 /// An HTTP/1.1 connection to an upstream, one exchange at a time.
@@ -188,7 +152,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
                 let mut out = BytesMut::new();
                 match decode(&mut self.framing, &self.pending, &mut out) {
                     Ok(used) => self.pending.advance(used),
-                    Err(error) => return Poll::Ready(Some(Err(self.failed(error)))),
+                    Err(error) => return Poll::Ready(Some(Err(self.failed(error.into())))),
                 }
                 self.settle();
                 if !out.is_empty() {
@@ -306,29 +270,6 @@ impl Sent {
     }
 }
 
-/// Reads what the socket has into the per-thread scratch buffer and hands it to `f`; `None`
-/// at the end of the stream.
-fn poll_read_with<T: AsyncRead + Unpin, R>(
-    io: &mut T,
-    cx: &mut Context<'_>,
-    f: impl FnOnce(&[u8]) -> R,
-) -> Poll<io::Result<Option<R>>> {
-    with_scratch(|scratch| {
-        let mut buf = ReadBuf::new(scratch);
-        ready!(Pin::new(io).poll_read(cx, &mut buf))?;
-        let read = buf.filled();
-        Poll::Ready(Ok((!read.is_empty()).then(|| f(read))))
-    })
-}
-
-fn with_scratch<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    SCRATCH_BUF.with(|scratch| match scratch.try_borrow_mut() {
-        Ok(mut scratch) => f(&mut scratch),
-        // Never nested in practice; a fresh buffer keeps it correct if it were.
-        Err(_) => f(&mut vec![0; SCRATCH]),
-    })
-}
-
 /// The request head: request line, `Host` first, the other headers, and the body's length
 /// (the gateway's requests are whole; a caller's own framing headers are replaced).
 fn encode_request(request: &Request<Bytes>) -> Vec<u8> {
@@ -416,38 +357,15 @@ fn framing(method: &Method, response: &Response<()>) -> Result<Framing, WireErro
         return Ok(Framing::Done);
     }
     let headers = response.headers();
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if let Some(chunked) = chunked_last(headers) {
         // Chunked must be the last coding; any other last coding runs to the close.
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .map(str::trim)
-            .rfind(|coding| !coding.is_empty());
-        return Ok(match last {
-            Some(coding) if coding.eq_ignore_ascii_case("chunked") => Framing::Chunked(Chunk::Size),
-            _ => Framing::Close,
+        return Ok(if chunked {
+            Framing::Chunked(Chunk::Size)
+        } else {
+            Framing::Close
         });
     }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let part = part.trim_ascii();
-            if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
-                return Err(WireError::Malformed("a bad Content-Length"));
-            }
-            let n = std::str::from_utf8(part)
-                .ok()
-                .and_then(|text| text.parse::<u64>().ok())
-                .ok_or(WireError::Malformed("a bad Content-Length"))?;
-            if length.is_some_and(|seen| seen != n) {
-                return Err(WireError::Malformed("conflicting Content-Length values"));
-            }
-            length = Some(n);
-        }
-    }
-    Ok(match length {
+    Ok(match content_length(headers)? {
         Some(0) => Framing::Done,
         Some(n) => Framing::Length(n),
         None => Framing::Close,
@@ -464,134 +382,10 @@ fn wants_close(headers: &HeaderMap) -> bool {
         .any(|option| option.trim().eq_ignore_ascii_case("close"))
 }
 
-/// Decodes what of `input` the framing can, appending body data to `out`; returns how many
-/// bytes were used. What is left is an incomplete framing token (to be completed by the next
-/// read), or bytes past the body's end.
-fn decode(framing: &mut Framing, input: &[u8], out: &mut BytesMut) -> Result<usize, WireError> {
-    match framing {
-        Framing::Done => Ok(0),
-        Framing::Close => {
-            out.extend_from_slice(input);
-            Ok(input.len())
-        }
-        Framing::Length(remaining) => {
-            let n = clamp(*remaining, input.len());
-            out.extend_from_slice(&input[..n]);
-            *remaining -= n as u64;
-            if *remaining == 0 {
-                *framing = Framing::Done;
-            }
-            Ok(n)
-        }
-        Framing::Chunked(chunk) => {
-            let (used, done) = decode_chunked(chunk, input, out)?;
-            if done {
-                *framing = Framing::Done;
-            }
-            Ok(used)
-        }
+impl From<Malformed> for WireError {
+    fn from(Malformed(what): Malformed) -> WireError {
+        WireError::Malformed(what)
     }
-}
-
-/// The chunked decoder; see [`decode`]. True once the last chunk and its trailers are read.
-fn decode_chunked(
-    state: &mut Chunk,
-    input: &[u8],
-    out: &mut BytesMut,
-) -> Result<(usize, bool), WireError> {
-    let mut at = 0;
-    loop {
-        let rest = &input[at..];
-        match *state {
-            Chunk::Data(remaining) => {
-                if rest.is_empty() {
-                    return Ok((at, false));
-                }
-                let n = clamp(remaining, rest.len());
-                out.extend_from_slice(&rest[..n]);
-                at += n;
-                *state = if remaining == n as u64 {
-                    Chunk::DataEnd
-                } else {
-                    Chunk::Data(remaining - n as u64)
-                };
-            }
-            Chunk::DataEnd => match rest {
-                [b'\r', b'\n', ..] => {
-                    at += 2;
-                    *state = Chunk::Size;
-                }
-                [] | [b'\r'] => return Ok((at, false)),
-                _ => return Err(WireError::Malformed("a chunk not followed by CRLF")),
-            },
-            Chunk::Size => {
-                let Some(end) = memchr::memchr(b'\n', rest) else {
-                    if rest.len() > MAX_SIZE_LINE {
-                        return Err(WireError::Malformed("a chunk-size line too long"));
-                    }
-                    return Ok((at, false));
-                };
-                if end > MAX_SIZE_LINE {
-                    return Err(WireError::Malformed("a chunk-size line too long"));
-                }
-                let size = chunk_size(&rest[..end])?;
-                at += end + 1;
-                *state = if size == 0 {
-                    Chunk::Trailers(0)
-                } else {
-                    Chunk::Data(size)
-                };
-            }
-            Chunk::Trailers(seen) => {
-                let Some(end) = memchr::memchr(b'\n', rest) else {
-                    if seen + rest.len() > MAX_TRAILERS {
-                        return Err(WireError::Malformed("trailers too long"));
-                    }
-                    return Ok((at, false));
-                };
-                let line = &rest[..end];
-                at += end + 1;
-                if line.is_empty() || line == b"\r" {
-                    return Ok((at, true));
-                }
-                if seen + end + 1 > MAX_TRAILERS {
-                    return Err(WireError::Malformed("trailers too long"));
-                }
-                *state = Chunk::Trailers(seen + end + 1);
-            }
-        }
-    }
-}
-
-/// The size on a chunk-size line (without its LF): hex digits, then optional extensions
-/// (ignored), then CR.
-fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
-    let line = line
-        .strip_suffix(b"\r")
-        .ok_or(WireError::Malformed("a chunk-size line without CRLF"))?;
-    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 {
-        return Err(WireError::Malformed("a chunk size that is not hex"));
-    }
-    // Extensions may follow, after optional blanks (RFC 9112 §7.1.1); nothing else may.
-    let after = line[digits..].trim_ascii_start();
-    if !(after.is_empty() || after[0] == b';') {
-        return Err(WireError::Malformed("a chunk size that is not hex"));
-    }
-    let mut size: u64 = 0;
-    for &digit in &line[..digits] {
-        let value = (digit as char).to_digit(16).unwrap_or(0) as u64;
-        size = size
-            .checked_mul(16)
-            .and_then(|size| size.checked_add(value))
-            .ok_or(WireError::Malformed("a chunk size too large"))?;
-    }
-    Ok(size)
-}
-
-/// `remaining` bytes still due, capped by `available`.
-fn clamp(remaining: u64, available: usize) -> usize {
-    usize::try_from(remaining).map_or(available, |remaining| remaining.min(available))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 
 use super::*;
+use crate::http::h1::framing::{MAX_SIZE_LINE, MAX_TRAILERS, SCRATCH};
 
 /// A transport whose reads return the scripted pieces in order, then the end of stream
 /// (or, with `open`, nothing more ever: `Pending`).

@@ -1,0 +1,404 @@
+//! The gateway's own HTTP/1.1 server connection: request heads read and parsed ([`head`]),
+//! each request handed to the service with a body read on demand
+//! ([`crate::http::h1::inbound`]), its response written as it comes, and the connection kept
+//! for the next request when both sides allow (RFC 9112). HTTP/2 is told apart by its preface
+//! ([`rewind`]) and served by hyper.
+//!
+//! Written here rather than taken from hyper for a measured need: every open stream is an open
+//! connection, and hyper's keeps a read buffer and a write buffer of at least 8 KiB each for as
+//! long as it lives, twice what the rest of a stream costs (`benches/RESULTS.md`, "Memory per
+//! open stream"). Here reads go through one per-thread scratch buffer and a response is
+//! written straight from the frames its body yields (each chunk's size line, data and CRLF in
+//! one vectored write), so between events a connection holds no buffer at all.
+//!
+//! - **Heads.** A request head larger than `max_request_head_bytes` is answered 431, an
+//!   invalid one 400 (a request whose body length cannot be known safely included), and the
+//!   connection is closed. The first head is bounded in time by the connection's deadline
+//!   (`accept::until_first_head`); each later one by `request_header_timeout`.
+//! - **Bodies.** `Expect: 100-continue` is answered at once. A request body the handler left
+//!   unread makes the connection close after the response, as does `Connection: close`, an
+//!   HTTP/1.0 client without keep-alive, and a drain.
+//! - **The client leaving.** Once the request body has been read, the connection watches the
+//!   socket while the handler works and while the response streams: the client closing its
+//!   side drops the response (and with it the upstream exchange) at once. Bytes of a
+//!   pipelined request that arrive meanwhile are kept for after the response.
+
+mod head;
+pub(super) mod rewind;
+
+use std::future::{poll_fn, Future};
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::{Body, Frame};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use self::head::{BadHead, Outgoing, RequestHead};
+use super::drain::DrainWatcher;
+use crate::http::client_body::ClientBody;
+use crate::http::h1::framing::Framing;
+use crate::http::h1::inbound::{lock, H1Body, Inbound, SharedInbound};
+use crate::http::response::ResponseBody;
+
+/// What an HTTP/1.1 connection is configured with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    /// `max_request_head_bytes`: also what of a pipelined request is kept while a response
+    /// is written.
+    pub max_head: usize,
+    /// `request_header_timeout`, for the heads after the first.
+    pub header_timeout: Duration,
+}
+
+/// How waiting for the next request head ended.
+enum Next {
+    /// Boxed: the other outcomes are a word or two.
+    Head(Box<RequestHead>),
+    /// The client closed the connection (or a drain closed an idle one).
+    Closed,
+    /// No head within `request_header_timeout`.
+    TimedOut,
+    Refused(BadHead),
+    Failed(io::Error),
+}
+
+/// One step of writing a response body.
+enum Step {
+    Frame(Option<Frame<bytes::Bytes>>),
+    /// Nothing ready yet, and the head is still unsent: it goes now.
+    Idle,
+    /// The client closed the connection.
+    Gone,
+}
+
+/// Serves the HTTP/1.1 connection `io`, of which `read` was already read, until either side
+/// closes it or a drain does. `timed_out` is called when a later request head does not
+/// arrive within `request_header_timeout`.
+pub(super) async fn serve<S, F, Fut>(
+    io: S,
+    read: BytesMut,
+    settings: Settings,
+    mut drain: DrainWatcher,
+    service: F,
+    timed_out: impl Fn(),
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    F: Fn(Request<ClientBody>) -> Fut,
+    Fut: Future<Output = Response<ResponseBody>>,
+{
+    let (reader, mut writer) = tokio::io::split(io);
+    let inbound = Inbound::new(Box::new(reader), read);
+    let mut first = true;
+    loop {
+        let head = match next_head(&inbound, settings, &mut drain, first).await {
+            Next::Head(head) => head,
+            Next::Closed => return Ok(()),
+            Next::TimedOut => {
+                timed_out();
+                tracing::debug!(
+                    timeout_ms = settings.header_timeout.as_millis() as u64,
+                    "connection closed: no next request head within request_header_timeout"
+                );
+                return Ok(());
+            }
+            Next::Refused(bad) => {
+                tracing::debug!(
+                    status = bad.status.as_u16(),
+                    why = bad.why,
+                    "request head refused"
+                );
+                writer.write_all(&head::refusal(bad)).await?;
+                return writer.shutdown().await;
+            }
+            Next::Failed(error) => return Err(error),
+        };
+        first = false;
+        let RequestHead {
+            parts,
+            body,
+            keep_alive,
+            expects_continue,
+        } = *head;
+        let bodyless = parts.method == Method::HEAD;
+        let version = parts.version;
+        let body = match body {
+            Framing::Done => ClientBody::Empty,
+            framing => ClientBody::H1(H1Body::new(&inbound, framing)),
+        };
+        if expects_continue {
+            writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+            writer.flush().await?;
+        }
+        let responding = service(Request::from_parts(parts, body));
+        let Some(response) = until_gone(&inbound, settings.max_head, responding).await else {
+            tracing::debug!("the client closed the connection before the response");
+            return Ok(());
+        };
+        let (parts, body) = response.into_parts();
+        let framing = outgoing(bodyless, parts.status, version, &body);
+        // A body left unread hides where the next request starts.
+        let keep_alive = keep_alive
+            && framing != Outgoing::Close
+            && lock(&inbound).body_done()
+            && !drain.started();
+        let mut out = BytesMut::with_capacity(256);
+        head::encode_response(
+            parts.status,
+            &parts.headers,
+            framing,
+            body.size_hint().exact(),
+            keep_alive,
+            &mut out,
+        );
+        drop(parts);
+        if !write_body(&mut writer, &inbound, settings.max_head, framing, body, out).await? {
+            tracing::debug!("the client closed the connection during the response");
+            return Ok(());
+        }
+        if !keep_alive || lock(&inbound).is_closed() {
+            return writer.shutdown().await;
+        }
+    }
+}
+
+/// Waits for the next request head. A drain closes a connection that has no request under
+/// way (no byte of a next head read).
+async fn next_head(
+    inbound: &SharedInbound,
+    settings: Settings,
+    drain: &mut DrainWatcher,
+    first: bool,
+) -> Next {
+    let read = async {
+        if first {
+            Ok(read_head(inbound, settings.max_head).await)
+        } else {
+            tokio::time::timeout(
+                settings.header_timeout,
+                read_head(inbound, settings.max_head),
+            )
+            .await
+        }
+    };
+    tokio::pin!(read);
+    let mut draining = drain.started();
+    loop {
+        if draining && lock(inbound).pending().is_empty() {
+            return Next::Closed;
+        }
+        tokio::select! {
+            read = &mut read => return read.unwrap_or(Next::TimedOut),
+            () = drain.wait(), if !draining => draining = true,
+        }
+    }
+}
+
+async fn read_head(inbound: &SharedInbound, max_head: usize) -> Next {
+    poll_fn(|cx| {
+        let mut inbound = lock(inbound);
+        loop {
+            if !inbound.pending().is_empty() {
+                match head::parse(inbound.pending()) {
+                    Ok(Some((_, len))) if len > max_head => {
+                        return Poll::Ready(Next::Refused(too_large()));
+                    }
+                    Ok(Some((head, len))) => {
+                        inbound.consume(len);
+                        return Poll::Ready(Next::Head(Box::new(head)));
+                    }
+                    Ok(None) if inbound.pending().len() >= max_head => {
+                        return Poll::Ready(Next::Refused(too_large()));
+                    }
+                    Ok(None) => {}
+                    Err(bad) => return Poll::Ready(Next::Refused(bad)),
+                }
+            }
+            match std::task::ready!(inbound.poll_fill(cx)) {
+                Ok(true) => {}
+                // Closed, perhaps in the middle of a head: nobody is left to answer.
+                Ok(false) => return Poll::Ready(Next::Closed),
+                Err(error) => return Poll::Ready(Next::Failed(error)),
+            }
+        }
+    })
+    .await
+}
+
+fn too_large() -> BadHead {
+    BadHead {
+        status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        why: "larger than max_request_head_bytes",
+    }
+}
+
+/// `responding`'s output, or `None` when the client closes the connection first.
+async fn until_gone<F: Future>(
+    inbound: &SharedInbound,
+    keep: usize,
+    responding: F,
+) -> Option<F::Output> {
+    tokio::pin!(responding);
+    poll_fn(|cx| {
+        if let Poll::Ready(response) = responding.as_mut().poll(cx) {
+            return Poll::Ready(Some(response));
+        }
+        match lock(inbound).poll_gone(cx, keep) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// How the response body goes (RFC 9112 §6.3): none for `HEAD`, 1xx, 204 and 304; its length
+/// when the body knows it; otherwise chunked, or until the close for an HTTP/1.0 client.
+fn outgoing(bodyless: bool, status: StatusCode, version: Version, body: &ResponseBody) -> Outgoing {
+    if bodyless
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Outgoing::None;
+    }
+    match body.size_hint().exact() {
+        Some(n) => Outgoing::Length(n),
+        None if version == Version::HTTP_11 => Outgoing::Chunked,
+        None => Outgoing::Close,
+    }
+}
+
+/// Writes the response: `head`, then the body's frames as they come. The head goes with the
+/// first frame when that is ready at once (a whole document), on its own otherwise (a stream's
+/// first event may be a while). `false` when the client closed the connection first.
+async fn write_body<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    inbound: &SharedInbound,
+    keep: usize,
+    framing: Outgoing,
+    mut body: ResponseBody,
+    head: BytesMut,
+) -> io::Result<bool> {
+    if framing == Outgoing::None {
+        drop(body);
+        writer.write_all(&head).await?;
+        writer.flush().await?;
+        return Ok(true);
+    }
+    let mut head = Some(head);
+    loop {
+        let step = poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(Step::Frame(frame.map(|frame| match frame {
+                Ok(frame) => frame,
+                Err(never) => match never {},
+            }))),
+            Poll::Pending if head.is_some() => Poll::Ready(Step::Idle),
+            Poll::Pending => match lock(inbound).poll_gone(cx, keep) {
+                Poll::Ready(()) => Poll::Ready(Step::Gone),
+                Poll::Pending => Poll::Pending,
+            },
+        })
+        .await;
+        match step {
+            Step::Gone => return Ok(false),
+            Step::Idle => {
+                if let Some(head) = head.take() {
+                    writer.write_all(&head).await?;
+                    writer.flush().await?;
+                }
+            }
+            Step::Frame(None) => {
+                let end: &[u8] = if framing == Outgoing::Chunked {
+                    b"0\r\n\r\n"
+                } else {
+                    b""
+                };
+                match head.take() {
+                    Some(mut head) => {
+                        head.extend_from_slice(end);
+                        writer.write_all(&head).await?;
+                    }
+                    None => writer.write_all(end).await?,
+                }
+                writer.flush().await?;
+                return Ok(true);
+            }
+            Step::Frame(Some(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue; // trailers: HTTP/1.1 responses here carry none
+                };
+                if data.is_empty() {
+                    continue;
+                }
+                match head.take() {
+                    Some(mut head) => {
+                        if framing == Outgoing::Chunked {
+                            put_size_line(&mut head, data.len());
+                            head.extend_from_slice(&data);
+                            head.extend_from_slice(b"\r\n");
+                        } else {
+                            head.extend_from_slice(&data);
+                        }
+                        writer.write_all(&head).await?;
+                    }
+                    None if framing == Outgoing::Chunked => write_chunk(writer, &data).await?,
+                    None => writer.write_all(&data).await?,
+                }
+                writer.flush().await?;
+            }
+        }
+    }
+}
+
+/// One chunk: its size line, its data and its CRLF, in one write.
+async fn write_chunk<W: AsyncWrite + Unpin>(writer: &mut W, data: &[u8]) -> io::Result<()> {
+    if !writer.is_write_vectored() {
+        let mut whole = BytesMut::with_capacity(data.len() + 20);
+        put_size_line(&mut whole, data.len());
+        whole.extend_from_slice(data);
+        whole.extend_from_slice(b"\r\n");
+        return writer.write_all(&whole).await;
+    }
+    let mut line = [0u8; 20];
+    let line = size_line(&mut line, data.len());
+    let mut slices = [
+        IoSlice::new(line),
+        IoSlice::new(data),
+        IoSlice::new(b"\r\n"),
+    ];
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        let written = writer.write_vectored(slices).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, written);
+    }
+    Ok(())
+}
+
+/// `len` in hex and CRLF, at the start of `buf`.
+fn size_line(buf: &mut [u8; 20], len: usize) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
+    for (i, slot) in buf[..digits].iter_mut().enumerate() {
+        let shift = 4 * (digits - 1 - i);
+        *slot = HEX[(len >> shift) & 0xf];
+    }
+    buf[digits] = b'\r';
+    buf[digits + 1] = b'\n';
+    &buf[..digits + 2]
+}
+
+fn put_size_line(out: &mut BytesMut, len: usize) {
+    let mut line = [0u8; 20];
+    out.put_slice(size_line(&mut line, len));
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
