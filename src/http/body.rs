@@ -480,6 +480,12 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         return this.fail(failure, cx);
                     }
                     ready!(this.heartbeat.poll(cx));
+                    // Quiet for a heartbeat interval: the buffers between events go until the
+                    // next ones (an idle stream's memory is then its state alone).
+                    this.pipeline.release();
+                    if this.out.is_empty() {
+                        this.out = BytesMut::new();
+                    }
                     this.heartbeats += 1;
                     let deadline = Instant::now() + this.timers.heartbeat_interval;
                     this.heartbeat.set(deadline);

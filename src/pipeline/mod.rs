@@ -273,6 +273,23 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         self.step(Input::UpstreamFailed(failure), out);
     }
 
+    /// The stream is quiet: lets go of the buffers between events (they grow again with the
+    /// next ones), so that a stream waiting on its agent holds only its state.
+    pub fn release(&mut self) {
+        fn free<T>(buffer: &mut Vec<T>) {
+            if buffer.is_empty() {
+                *buffer = Vec::new();
+            }
+        }
+        free(&mut self.read_out);
+        free(&mut self.seq_out);
+        free(&mut self.notes);
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+        self.reader.release();
+    }
+
     /// Reads the clock for the events of this call (one reading per upstream chunk).
     fn tick(&mut self) {
         if self.writer.wants_clock() {

@@ -227,8 +227,8 @@ impl RunSequencer {
     fn end_stream(&mut self, out: &mut Vec<Event>) {
         let held = std::mem::take(&mut self.held);
         match (held.error, held.finished) {
-            (Some(error), _) => out.push(Event::RunError(error)),
-            (None, Some(finished)) => out.push(Event::RunFinished(finished)),
+            (Some(error), _) => out.push(Event::RunError(*error)),
+            (None, Some(finished)) => out.push(Event::RunFinished(*finished)),
             (None, None) => {}
         }
         self.phase = Phase::Ended;
@@ -264,7 +264,7 @@ impl RunSequencer {
                 match self.runs {
                     Runs::Several => out.push(event),
                     Runs::Folded { .. } => {
-                        self.held.error = Some(std::mem::replace(error, empty_error()))
+                        self.held.error = Some(Box::new(std::mem::replace(error, empty_error())))
                     }
                 }
                 self.phase = Phase::Closed { errored: true };
@@ -482,7 +482,7 @@ impl RunSequencer {
                 if let Runs::Folded { .. } = self.runs {
                     // Held until the stream ends or the next run starts.
                     if let Event::RunFinished(finished) = event {
-                        self.held.finished = Some(finished);
+                        self.held.finished = Some(Box::new(finished));
                     }
                     return;
                 }
@@ -494,7 +494,7 @@ impl RunSequencer {
                 if let Runs::Folded { .. } = self.runs {
                     // Held like a `RUN_FINISHED`: a later run may follow (1.1 allows a run
                     // after a failed one), and the client's one terminal is the last run's.
-                    self.held.error = Some(std::mem::replace(error, empty_error()));
+                    self.held.error = Some(Box::new(std::mem::replace(error, empty_error())));
                     return;
                 }
                 true
@@ -746,12 +746,13 @@ impl RunSequencer {
     }
 }
 
-/// What a folded run closed with, until the stream ends or the next run starts.
+/// What a folded run closed with, until the stream ends or the next run starts. Boxed: every
+/// stream carries this, and few ever fill it.
 #[derive(Debug, Default)]
 struct Held {
-    finished: Option<RunFinished>,
+    finished: Option<Box<RunFinished>>,
     /// Its failure: the run's own `RUN_ERROR`, or a late one after its `RUN_FINISHED`.
-    error: Option<RunError>,
+    error: Option<Box<RunError>>,
 }
 
 /// A placeholder left where a held `RUN_ERROR` was taken from an event that is dropped next.
@@ -771,10 +772,10 @@ fn empty_error() -> RunError {
 fn boundary_event(name: &str, held: Held, started: Event) -> Event {
     let mut value = serde_json::Map::new();
     if let Some(finished) = held.finished {
-        value.insert("finished".into(), event_json(&Event::RunFinished(finished)));
+        value.insert("finished".into(), event_json(&Event::RunFinished(*finished)));
     }
     if let Some(error) = held.error {
-        value.insert("error".into(), event_json(&Event::RunError(error)));
+        value.insert("error".into(), event_json(&Event::RunError(*error)));
     }
     value.insert("started".into(), event_json(&started));
     Event::Custom(Custom {

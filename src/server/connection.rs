@@ -189,8 +189,6 @@ impl Connections {
         S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         let first_head = seen.clone();
-        let activity = Activity::default();
-        let service = self.service(peer, proto, seen, activity.clone());
         // Under TLS, ALPN may have chosen HTTP/2 already; otherwise the first bytes tell.
         let sniffed = if alpn_h2 {
             Sniffed::H2(BytesMut::new())
@@ -205,6 +203,8 @@ impl Connections {
         };
         match sniffed {
             Sniffed::H1(read) => {
+                // An HTTP/1.1 connection's idle time is its wait for the next head (`h1`).
+                let service = self.service(peer, proto, seen, None);
                 let settings = h1::Settings {
                     max_head: self.max_head,
                     header_timeout: self.header_timeout,
@@ -217,13 +217,16 @@ impl Connections {
                 }
             }
             Sniffed::H2(read) => {
-                self.h2(
+                let activity = Activity::default();
+                let service = self.service(peer, proto, seen, Some(activity.clone()));
+                // Boxed: hyper's HTTP/2 connection is large, and most connections are not it.
+                Box::pin(self.h2(
                     Rewind::new(read, stream),
                     drain,
                     service,
                     activity,
                     &first_head,
-                )
+                ))
                 .await;
             }
         }
@@ -236,13 +239,13 @@ impl Connections {
         peer: SocketAddr,
         proto: Option<Proto>,
         seen: FirstHead,
-        activity: Activity,
+        activity: Option<Activity>,
     ) -> impl Fn(Request<ClientBody>) -> Responding + Clone + Send + Sync + 'static {
         let routers = Arc::clone(&self.routers);
         move |mut request: Request<ClientBody>| {
             let arrived = tokio::time::Instant::now();
             seen.seen();
-            let open = activity.begin();
+            let open = activity.as_ref().map(Activity::begin);
             request.extensions_mut().insert(ClientAddr(peer));
             if let Some(proto) = proto {
                 request.extensions_mut().insert(proto);

@@ -597,6 +597,12 @@ impl crate::dialect::codec::Reader for AguiReader {
     ) -> Result<(), Failure> {
         AguiReader::read(self, event, out, notes)
     }
+
+    fn release(&mut self) {
+        if self.scratch.is_empty() {
+            self.scratch = Vec::new();
+        }
+    }
 }
 
 #[cfg(test)]

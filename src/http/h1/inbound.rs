@@ -18,9 +18,6 @@ use tokio::io::AsyncRead;
 
 use super::framing::{decode, poll_read_with, Framing, Malformed};
 
-/// Above this, an empty pending buffer is let go rather than kept for the next read.
-const KEEP_PENDING: usize = 4 * 1024;
-
 /// Why a request body could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
@@ -171,8 +168,10 @@ impl Inbound {
         self.closed
     }
 
+    /// An empty pending buffer is let go: reads land in the per-thread scratch buffer, so a
+    /// connection between requests, or between a stream's events, holds none.
     fn settle(&mut self) {
-        if self.pending.is_empty() && self.pending.capacity() > KEEP_PENDING {
+        if self.pending.is_empty() && self.pending.capacity() > 0 {
             self.pending = BytesMut::new();
         }
     }

@@ -19,6 +19,8 @@
 //! connection could not even send is sent again on a new one.
 
 use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -29,13 +31,13 @@ use http::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
 use super::wire::{Sent, Wire, WireError};
 
-type Io = TokioIo<MaybeHttpsStream<TokioIo<TcpStream>>>;
 type Idle = HashMap<Key, Vec<Parked>>;
 
 /// How long an unused connection is kept.
@@ -124,7 +126,7 @@ impl Pool {
             .oneshot(uri.clone())
             .await
             .map_err(LinkError::Connect)?;
-        let mut wire = Wire::new(TokioIo::new(io));
+        let mut wire = Wire::new(Io::from(io));
         let response = wire.exchange(&request).await.map_err(Sent::into_error)?;
         Ok((response, self.link(key, wire)))
     }
@@ -250,6 +252,77 @@ fn prepare(uri: &Uri, request: &mut Request<Bytes>) {
 /// The pool's lock; a panic elsewhere while holding it leaves nothing half-done worth refusing.
 fn lock(idle: &Mutex<Idle>) -> std::sync::MutexGuard<'_, Idle> {
     idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An upstream connection's stream. TLS is boxed, so that a plaintext connection (a sidecar's
+/// to its agent) is not laid out as large as a TLS one: a rustls client connection is over a
+/// KiB, and every open stream holds its connection.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<TokioIo<MaybeHttpsStream<TokioIo<TcpStream>>>>),
+}
+
+impl From<MaybeHttpsStream<TokioIo<TcpStream>>> for Io {
+    fn from(stream: MaybeHttpsStream<TokioIo<TcpStream>>) -> Io {
+        match stream {
+            MaybeHttpsStream::Http(tcp) => Io::Plain(tcp.into_inner()),
+            tls => Io::Tls(Box::new(TokioIo::new(tls))),
+        }
+    }
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Io::Tls(tls) => Pin::new(&mut **tls).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Io::Tls(tls) => Pin::new(&mut **tls).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Io::Tls(tls) => Pin::new(&mut **tls).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(tcp) => tcp.is_write_vectored(),
+            Io::Tls(tls) => tls.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Io::Tls(tls) => Pin::new(&mut **tls).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Io::Tls(tls) => Pin::new(&mut **tls).poll_shutdown(cx),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,9 +32,9 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::{Body, Frame};
+use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use self::head::{BadHead, Outgoing, RequestHead};
@@ -68,7 +68,10 @@ enum Next {
 
 /// One step of writing a response body.
 enum Step {
-    Frame(Option<Frame<bytes::Bytes>>),
+    /// Data to send (trailers are skipped: HTTP/1.1 responses here carry none).
+    Data(Bytes),
+    /// The body is over.
+    End,
     /// Nothing ready yet, and the head is still unsent: it goes now.
     Idle,
     /// The client closed the connection.
@@ -95,7 +98,9 @@ where
     let inbound = Inbound::new(Box::new(reader), read);
     let mut first = true;
     loop {
-        let head = match next_head(&inbound, settings, &mut drain, first).await {
+        // Boxed, as is each exchange's work below: the connection's own future then stays a
+        // few words for as long as a stream lasts.
+        let head = match Box::pin(next_head(&inbound, settings, &mut drain, first)).await {
             Next::Head(head) => head,
             Next::Closed => return Ok(()),
             Next::TimedOut => {
@@ -118,52 +123,115 @@ where
             Next::Failed(error) => return Err(error),
         };
         first = false;
-        let RequestHead {
-            parts,
-            body,
-            keep_alive,
-            expects_continue,
-        } = *head;
-        let bodyless = parts.method == Method::HEAD;
-        let version = parts.version;
-        let body = match body {
-            Framing::Done => ClientBody::Empty,
-            framing => ClientBody::H1(H1Body::new(&inbound, framing)),
-        };
-        if expects_continue {
-            writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
-            writer.flush().await?;
-        }
-        let responding = service(Request::from_parts(parts, body));
-        let Some(response) = until_gone(&inbound, settings.max_head, responding).await else {
+        let Some(asked) = Box::pin(ask(&mut writer, &inbound, settings, *head, &service)).await?
+        else {
             tracing::debug!("the client closed the connection before the response");
             return Ok(());
         };
-        let (parts, body) = response.into_parts();
-        let framing = outgoing(bodyless, parts.status, version, &body);
+        let keep_alive = asked.keep_alive && !drain.started();
+        match respond(&mut writer, &inbound, settings.max_head, asked, keep_alive).await? {
+            Responded::KeepAlive => {}
+            Responded::Close => return writer.shutdown().await,
+            Responded::Gone => {
+                tracing::debug!("the client closed the connection during the response");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// How writing a response left the connection.
+enum Responded {
+    /// Ready for the next request.
+    KeepAlive,
+    /// To be closed now: the response said so.
+    Close,
+    /// The client closed it.
+    Gone,
+}
+
+/// Writes the response to the request `asked` was for; the connection is kept only when
+/// `keep_alive` and the exchange allow it.
+async fn respond<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    inbound: &SharedInbound,
+    keep: usize,
+    asked: Asked,
+    keep_alive: bool,
+) -> io::Result<Responded> {
+    let (framing, keep_alive, body, head) = {
+        let (parts, body) = asked.response.into_parts();
+        let framing = outgoing(asked.bodyless, parts.status, asked.version, &body);
         // A body left unread hides where the next request starts.
-        let keep_alive = keep_alive
-            && framing != Outgoing::Close
-            && lock(&inbound).body_done()
-            && !drain.started();
-        let mut out = BytesMut::with_capacity(256);
+        let keep_alive = keep_alive && framing != Outgoing::Close && lock(inbound).body_done();
+        let mut head = BytesMut::with_capacity(256);
         head::encode_response(
             parts.status,
             &parts.headers,
             framing,
             body.size_hint().exact(),
             keep_alive,
-            &mut out,
+            &mut head,
         );
-        drop(parts);
-        if !write_body(&mut writer, &inbound, settings.max_head, framing, body, out).await? {
-            tracing::debug!("the client closed the connection during the response");
-            return Ok(());
-        }
-        if !keep_alive || lock(&inbound).is_closed() {
-            return writer.shutdown().await;
-        }
+        (framing, keep_alive, body, head)
+    };
+    if !write_body(writer, inbound, keep, framing, body, head).await? {
+        return Ok(Responded::Gone);
     }
+    Ok(if keep_alive && !lock(inbound).is_closed() {
+        Responded::KeepAlive
+    } else {
+        Responded::Close
+    })
+}
+
+/// A request's response, and what its request said about how it goes.
+struct Asked {
+    response: Response<ResponseBody>,
+    bodyless: bool,
+    version: Version,
+    keep_alive: bool,
+}
+
+/// Hands the request to the service and waits for its response; `None` when the client
+/// closes the connection first.
+async fn ask<W, F, Fut>(
+    writer: &mut W,
+    inbound: &SharedInbound,
+    settings: Settings,
+    head: RequestHead,
+    service: &F,
+) -> io::Result<Option<Asked>>
+where
+    W: AsyncWrite + Unpin,
+    F: Fn(Request<ClientBody>) -> Fut,
+    Fut: Future<Output = Response<ResponseBody>>,
+{
+    let RequestHead {
+        parts,
+        body,
+        keep_alive,
+        expects_continue,
+    } = head;
+    let bodyless = parts.method == Method::HEAD;
+    let version = parts.version;
+    let body = match body {
+        Framing::Done => ClientBody::Empty,
+        framing => ClientBody::H1(H1Body::new(inbound, framing)),
+    };
+    if expects_continue {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+        writer.flush().await?;
+    }
+    let responding = service(Request::from_parts(parts, body));
+    Ok(until_gone(inbound, settings.max_head, responding)
+        .await
+        .map(|response| Asked {
+            response,
+            bodyless,
+            version,
+            keep_alive,
+        }))
 }
 
 /// Waits for the next request head. A drain closes a connection that has no request under
@@ -291,16 +359,22 @@ async fn write_body<W: AsyncWrite + Unpin>(
     }
     let mut head = Some(head);
     loop {
-        let step = poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(Step::Frame(frame.map(|frame| match frame {
-                Ok(frame) => frame,
-                Err(never) => match never {},
-            }))),
-            Poll::Pending if head.is_some() => Poll::Ready(Step::Idle),
-            Poll::Pending => match lock(inbound).poll_gone(cx, keep) {
-                Poll::Ready(()) => Poll::Ready(Step::Gone),
-                Poll::Pending => Poll::Pending,
-            },
+        let step = poll_fn(|cx| loop {
+            match Pin::new(&mut body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) if !data.is_empty() => return Poll::Ready(Step::Data(data)),
+                    _ => continue,
+                },
+                Poll::Ready(Some(Err(never))) => match never {},
+                Poll::Ready(None) => return Poll::Ready(Step::End),
+                Poll::Pending if head.is_some() => return Poll::Ready(Step::Idle),
+                Poll::Pending => {
+                    return match lock(inbound).poll_gone(cx, keep) {
+                        Poll::Ready(()) => Poll::Ready(Step::Gone),
+                        Poll::Pending => Poll::Pending,
+                    }
+                }
+            }
         })
         .await;
         match step {
@@ -311,7 +385,7 @@ async fn write_body<W: AsyncWrite + Unpin>(
                     writer.flush().await?;
                 }
             }
-            Step::Frame(None) => {
+            Step::End => {
                 let end: &[u8] = if framing == Outgoing::Chunked {
                     b"0\r\n\r\n"
                 } else {
@@ -327,13 +401,7 @@ async fn write_body<W: AsyncWrite + Unpin>(
                 writer.flush().await?;
                 return Ok(true);
             }
-            Step::Frame(Some(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    continue; // trailers: HTTP/1.1 responses here carry none
-                };
-                if data.is_empty() {
-                    continue;
-                }
+            Step::Data(data) => {
                 match head.take() {
                     Some(mut head) => {
                         if framing == Outgoing::Chunked {

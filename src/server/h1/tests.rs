@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::Context;
 
 use bytes::Bytes;
+use http_body::Frame;
 use http_body_util::{BodyExt, Full};
 use tokio::io::{AsyncReadExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
@@ -62,7 +63,7 @@ fn serve_pipe<F, Fut>(
     service: F,
 ) -> tokio::task::JoinHandle<io::Result<()>>
 where
-    F: Fn(Request<ClientBody>) -> Fut + Send + 'static,
+    F: Fn(Request<ClientBody>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
     let watcher = drain.watcher();
