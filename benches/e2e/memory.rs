@@ -3,7 +3,9 @@
 //! then with K streams held open, idle (the mock holds the stream after its opening events;
 //! only the gateway's 1 s heartbeats flow) or active (the mock sends one event per 500 ms per
 //! stream). A fresh process for every measurement; KiB per stream = (RSS with K − RSS at
-//! rest) / K.
+//! rest) / K. "At rest" is after one stream has been served and closed: what a process sets
+//! up once, on its first request (thread-local buffers, allocator caches, connection pools,
+//! metric series), is not a stream's, and a fresh process has not paid it yet.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -137,6 +139,29 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
     Ok(())
 }
 
+/// One stream, opened until its first event and then closed, and a pause for the process to
+/// settle (the allocator returns freed pages within a second).
+async fn warm_up(target: client::Target) -> anyhow::Result<()> {
+    let progress = Arc::new(Progress::default());
+    let warming = {
+        let progress = progress.clone();
+        tokio::spawn(async move { client::stream(target, u64::MAX, Some(&progress)).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress.opened.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed) == 0 {
+        anyhow::ensure!(Instant::now() < deadline, "the warm-up stream did not open");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    warming.abort();
+    let _ = warming.await;
+    anyhow::ensure!(
+        progress.failed.load(Ordering::Relaxed) == 0,
+        "the warm-up stream failed"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    Ok(())
+}
+
 /// (RSS at rest, RSS with `k` streams, failed streams).
 async fn measure(
     gateway: Option<&Proc>,
@@ -146,7 +171,7 @@ async fn measure(
     heartbeats: bool,
 ) -> anyhow::Result<(u64, u64, usize)> {
     let gateway = gateway.context("no process in the middle")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    warm_up(target).await?;
     let rest = gateway.rss_kib()?;
     let progress = Arc::new(Progress::default());
     let mut set = JoinSet::new();

@@ -437,7 +437,7 @@ content event. Measured once. strace stops the traced process at every syscall: 
 more events waiting at each read than untraced, so the counts lean towards batching, for every \
 process alike.
 - c. memory: fresh gateway or nginx per value; RSS (VmRSS; nginx runs as one process, so this is \
-its worker) at rest after 0.5 s, then with K streams: idle = after every stream got a heartbeat \
+its worker) at rest (after one warm-up stream, served and closed, and 1.5 s), then with K streams: idle = after every stream got a heartbeat \
 (1 s interval; nginx sends none: after its first event), active = mock sends one event per \
 500 ms per stream (at 100 ms, 9,900 streams = 99,000 events/s saturate CPU 0, shared by mock \
 and client, and the gateway's RSS then holds the client's backlog), sampled while all flow \

@@ -772,7 +772,10 @@ fn empty_error() -> RunError {
 fn boundary_event(name: &str, held: Held, started: Event) -> Event {
     let mut value = serde_json::Map::new();
     if let Some(finished) = held.finished {
-        value.insert("finished".into(), event_json(&Event::RunFinished(*finished)));
+        value.insert(
+            "finished".into(),
+            event_json(&Event::RunFinished(*finished)),
+        );
     }
     if let Some(error) = held.error {
         value.insert("error".into(), event_json(&Event::RunError(*error)));

@@ -285,7 +285,11 @@ impl AsyncRead for Io {
 }
 
 impl AsyncWrite for Io {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Io::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
             Io::Tls(tls) => Pin::new(&mut **tls).poll_write(cx, buf),
