@@ -250,11 +250,12 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         if std::mem::replace(&mut self.logged, true) {
             return;
         }
+        let span = self.span.clone();
+        let _entered = span.enter();
         let hold = self.owner.ended(&mut self.pipeline, outcome);
         if outcome != Outcome::Cancelled {
             self.holding = hold;
         }
-        let _entered = self.span.enter();
         // One line per kind and stream. Content a reader would have seen is a warning that
         // names it (AG-UI 1.1: a lossy translation must say what it lost); repairs that lose
         // nothing, and drops of what carried nothing, stay at debug.
@@ -330,7 +331,9 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
     /// opens the next request or the run ends.
     fn hand_over(&mut self) {
         self.upstream = None;
-        let next = self.owner.after_handover(&mut self.pipeline);
+        let next = self
+            .span
+            .in_scope(|| self.owner.after_handover(&mut self.pipeline));
         match next {
             Next::Open(open) => self.upstream = Some(Source::Opening(open)),
             Next::End => self.pipeline.end(&mut self.out),
@@ -385,9 +388,10 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        // The request's span is not entered here: a data frame's path logs nothing, and entering
+        // a span (and leaving it) on every poll cost as much as translating a small event. What
+        // logs names the span, or runs inside it (the owner, the opening of a next request).
         let this = &mut *self;
-        let span = this.span.clone();
-        let _entered = span.enter();
         if let Some(frame) = this.waiting.take() {
             if this.waiting_events {
                 this.record.first_event();
@@ -396,7 +400,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
         }
         // Checked first: an upstream that always has data must not hide the shutdown deadline.
         if this.upstream.is_some() && this.drain.as_mut().poll(cx).is_ready() {
-            tracing::warn!("drain deadline reached; ending the stream");
+            tracing::warn!(parent: &this.span, "drain deadline reached; ending the stream");
             let failure = Failure::new(
                 ErrorCode::GatewayShutdown,
                 "the gateway is shutting down; retry the run",
@@ -409,7 +413,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                 return this.poll_last(cx);
             };
             let polled = match source {
-                Source::Opening(open) => match open.as_mut().poll(cx) {
+                Source::Opening(open) => match this.span.in_scope(|| open.as_mut().poll(cx)) {
                     Poll::Ready(Ok((body, framing))) => {
                         this.pipeline.resume(framing);
                         this.upstream = Some(Source::Body(body));
@@ -440,7 +444,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     }
                 }
                 Some(Poll::Ready(Some(Err(error)))) => {
-                    tracing::warn!(%error, "upstream body failed mid-stream");
+                    tracing::warn!(parent: &this.span, %error, "upstream body failed mid-stream");
                     return this.fail(
                         Failure::new(
                             ErrorCode::UpstreamTruncated,
@@ -472,7 +476,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                             return this.poll_last(cx);
                         }
                         let secs = this.timers.idle_timeout.as_secs_f64();
-                        tracing::warn!(idle_timeout_s = secs, "upstream idle timeout");
+                        tracing::warn!(parent: &this.span, idle_timeout_s = secs, "upstream idle timeout");
                         let failure = Failure::new(
                             ErrorCode::UpstreamIdleTimeout,
                             format!("the upstream sent nothing for {secs} s (idle_timeout); the run was abandoned"),

@@ -461,6 +461,53 @@ mod tests {
         );
     }
 
+    /// A quiet stream's buffers go, and the stream reads on as if they had stayed: the same
+    /// bytes out with a release between every event as without any.
+    #[test]
+    fn released_buffers_change_nothing_but_what_is_held() {
+        let events = [
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"a"}"#,
+            r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"b"}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+        ];
+        let ids = RunIds {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        };
+        let spec = || PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids.clone());
+        let mut kept = Pipeline::new(spec()).unwrap();
+        let mut released = Pipeline::new(spec()).unwrap();
+        let (mut kept_out, mut released_out) = (BytesMut::new(), BytesMut::new());
+        for event in events {
+            let frame = format!("data: {event}\n\n");
+            // Half an event first: the decoder holds it over the release.
+            let (head, tail) = frame.as_bytes().split_at(frame.len() / 2);
+            kept.push(head, &mut kept_out);
+            kept.push(tail, &mut kept_out);
+            released.push(head, &mut released_out);
+            released.release();
+            assert!(
+                !released.buf.is_empty(),
+                "the cut event is held over the release"
+            );
+            released.push(tail, &mut released_out);
+            released.release();
+            assert_eq!(released.read_out.capacity(), 0);
+            assert_eq!(released.seq_out.capacity(), 0);
+            assert_eq!(released.notes.capacity(), 0);
+        }
+        kept.end(&mut kept_out);
+        released.end(&mut released_out);
+        assert_eq!(kept_out, released_out);
+        let out = String::from_utf8_lossy(&released_out);
+        assert!(
+            out.contains("TEXT_MESSAGE_START") && out.contains("RUN_FINISHED"),
+            "{out}"
+        );
+    }
+
     /// A delta whose data came in several `data:` lines is written as one.
     #[test]
     fn a_multi_line_delta_is_written_on_one_line() {
