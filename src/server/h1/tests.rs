@@ -77,6 +77,47 @@ where
     ))
 }
 
+/// Serves one connection whose response streams what is sent on the returned channel; the
+/// returned receiver fails once the response body has been dropped.
+fn serve_stream(
+    server: DuplexStream,
+    drain: &Drain,
+) -> (
+    mpsc::UnboundedSender<Bytes>,
+    oneshot::Receiver<()>,
+    tokio::task::JoinHandle<io::Result<()>>,
+) {
+    let (frames, receiver) = mpsc::unbounded_channel();
+    let (dropped, on_drop) = oneshot::channel();
+    let body = std::sync::Mutex::new(Some(Channel {
+        frames: receiver,
+        _dropped: dropped,
+    }));
+    let served = serve_pipe(server, drain, move |_| {
+        let body = body.lock().unwrap().take().unwrap();
+        async move { Response::new(body.boxed_unsync()) }
+    });
+    (frames, on_drop, served)
+}
+
+/// A connection whose one request (`GET /s`) is answered by [`serve_stream`].
+async fn stream_requested() -> (
+    DuplexStream,
+    Drain,
+    mpsc::UnboundedSender<Bytes>,
+    oneshot::Receiver<()>,
+    tokio::task::JoinHandle<io::Result<()>>,
+) {
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let drain = Drain::new();
+    let (frames, on_drop, served) = serve_stream(server, &drain);
+    client
+        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    (client, drain, frames, on_drop, served)
+}
+
 /// Reads until `needle` has been seen, returning everything read.
 async fn read_until<R: AsyncRead + Unpin>(reader: &mut R, seen: &mut Vec<u8>, needle: &str) {
     let read = async {
@@ -200,22 +241,7 @@ async fn a_client_expecting_100_continue_is_told_to_send_its_body() {
 
 #[tokio::test]
 async fn a_streamed_body_is_written_chunk_by_chunk_as_it_comes_then_ended() {
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let drain = Drain::new();
-    let (frames, receiver) = mpsc::unbounded_channel();
-    let (dropped, _on_drop) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Channel {
-        frames: receiver,
-        _dropped: dropped,
-    }));
-    let _served = serve_pipe(server, &drain, move |_| {
-        let body = body.lock().unwrap().take().unwrap();
-        async move { Response::new(body.boxed_unsync()) }
-    });
-    client
-        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let (mut client, _drain, frames, _on_drop, _served) = stream_requested().await;
     let mut seen = Vec::new();
     // The head goes before any event exists.
     read_until(&mut client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
@@ -235,22 +261,7 @@ async fn a_streamed_body_is_written_chunk_by_chunk_as_it_comes_then_ended() {
 #[tokio::test]
 async fn the_client_leaving_drops_the_response_whether_streaming_or_awaited() {
     // Streaming: the body is dropped once the client closes.
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let drain = Drain::new();
-    let (frames, receiver) = mpsc::unbounded_channel::<Bytes>();
-    let (dropped, on_drop) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Channel {
-        frames: receiver,
-        _dropped: dropped,
-    }));
-    let served = serve_pipe(server, &drain, move |_| {
-        let body = body.lock().unwrap().take().unwrap();
-        async move { Response::new(body.boxed_unsync()) }
-    });
-    client
-        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let (mut client, drain, frames, on_drop, served) = stream_requested().await;
     let mut seen = Vec::new();
     read_until(&mut client, &mut seen, "\r\n\r\n").await;
     drop(client);
@@ -322,16 +333,7 @@ async fn an_unread_body_head_requests_and_http10_clients_get_the_framing_they_ne
 
     // HTTP/1.0 with a stream: no chunked coding, the close ends the body.
     let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let (frames, receiver) = mpsc::unbounded_channel();
-    let (dropped, _on_drop) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Channel {
-        frames: receiver,
-        _dropped: dropped,
-    }));
-    let served = serve_pipe(server, &drain, move |_| {
-        let body = body.lock().unwrap().take().unwrap();
-        async move { Response::new(body.boxed_unsync()) }
-    });
+    let (frames, _on_drop, served) = serve_stream(server, &drain);
     client
         .write_all(b"GET /old HTTP/1.0\r\n\r\n")
         .await
