@@ -181,7 +181,7 @@ impl Connections {
         &self,
         mut stream: S,
         peer: SocketAddr,
-        drain: DrainWatcher,
+        mut drain: DrainWatcher,
         seen: FirstHead,
         proto: Option<Proto>,
         alpn_h2: bool,
@@ -193,7 +193,12 @@ impl Connections {
         let sniffed = if alpn_h2 {
             Sniffed::H2(BytesMut::new())
         } else {
-            match sniff(&mut stream).await {
+            // A drain closes a connection that has not said anything yet.
+            let sniffed = tokio::select! {
+                sniffed = sniff(&mut stream) => sniffed,
+                () = drain.wait() => return,
+            };
+            match sniffed {
                 Ok(sniffed) => sniffed,
                 Err(error) => {
                     tracing::debug!(%error, "connection ended before its first request");

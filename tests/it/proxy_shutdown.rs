@@ -65,3 +65,41 @@ async fn a_stream_that_finishes_within_the_drain_timeout_completes_normally() {
         .expect("the gateway exits once idle");
     assert!(status.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_without_a_request_under_way_do_not_hold_the_drain() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let upstream = ScriptedUpstream::with_script(Script::sse_json(&[])).await;
+    // Far above what the test waits: only a connection holding the drain would reach it.
+    let mut gateway = Gateway::agui(&upstream.url("/agent"), &["--drain-timeout", "60s"]);
+    // One connection that never says anything, one kept alive after its answer.
+    let mut silent = TcpStream::connect(gateway.addr).await.unwrap();
+    let mut kept = TcpStream::connect(gateway.addr).await.unwrap();
+    // A GET on the run route: refused (405) without a stream, and the connection stays.
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), kept.read(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert!(!answer.contains("connection: close"), "{answer}");
+
+    gateway.terminate();
+    for (name, socket) in [("silent", &mut silent), ("kept alive", &mut kept)] {
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut rest))
+            .await
+            .unwrap_or_else(|_| panic!("the {name} connection was not closed by the drain"))
+            .unwrap();
+    }
+    let status = gateway
+        .wait_exit(Duration::from_secs(5))
+        .expect("the gateway exits without waiting for idle connections");
+    assert!(status.success(), "exit status {status:?}");
+}
