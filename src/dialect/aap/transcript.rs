@@ -65,7 +65,12 @@ pub struct Transcript {
 
 impl Transcript {
     /// A transcript continuing `history`, with `budget` bytes for what the run adds.
-    pub fn new(history: Vec<Message>, state: Option<Value>, budget: usize) -> Transcript {
+    pub fn new(mut history: Vec<Message>, state: Option<Value>, budget: usize) -> Transcript {
+        // Held for the whole turn, on every open AAP stream: room for the history and the
+        // answer the run starts with, not whatever spare capacity the history was built with
+        // (a message is ~300 bytes, and a vector grows to at least four).
+        history.shrink_to_fit();
+        history.reserve_exact(1);
         Transcript {
             prior: history.len(),
             unchanged: history.len(),
