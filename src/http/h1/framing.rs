@@ -13,7 +13,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::BytesMut;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use tokio::io::{AsyncRead, ReadBuf};
 
 /// Why a message body's framing could not be read: what was wrong with it.
@@ -45,6 +45,17 @@ pub enum Framing {
     Close,
     /// The body is over.
     Done,
+}
+
+impl Framing {
+    /// The body bytes still to come, when the message said.
+    pub fn remaining(self) -> Option<u64> {
+        match self {
+            Framing::Length(n) => Some(n),
+            Framing::Done => Some(0),
+            Framing::Chunked(_) | Framing::Close => None,
+        }
+    }
 }
 
 /// Where the chunked decoder is.
@@ -213,19 +224,30 @@ pub fn clamp(remaining: u64, available: usize) -> usize {
     usize::try_from(remaining).map_or(available, |remaining| remaining.min(available))
 }
 
+/// The comma-separated tokens of every `name` header, trimmed, empty ones skipped
+/// (`Connection`, `Transfer-Encoding`: RFC 9110 §5.6.1).
+pub fn tokens<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(name)
+        .into_iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+}
+
+/// Whether a `name` header lists `token` (case-insensitively).
+pub fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
+    tokens(headers, name).any(|listed| listed.eq_ignore_ascii_case(token))
+}
+
 /// What `Transfer-Encoding` says, when present: whether `chunked` is its last coding (the only
 /// one a message's length can be read from).
 pub fn chunked_last(headers: &HeaderMap) -> Option<bool> {
     if !headers.contains_key(TRANSFER_ENCODING) {
         return None;
     }
-    let last = headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(str::trim)
-        .rfind(|coding| !coding.is_empty());
+    let last = tokens(headers, &TRANSFER_ENCODING).last();
     Some(last.is_some_and(|coding| coding.eq_ignore_ascii_case("chunked")))
 }
 

@@ -175,14 +175,6 @@ impl Inbound {
             self.pending = BytesMut::new();
         }
     }
-
-    fn remaining(&self) -> Option<u64> {
-        match self.body {
-            Framing::Length(n) => Some(n),
-            Framing::Done => Some(0),
-            _ => None,
-        }
-    }
 }
 
 /// A request body read from the client's HTTP/1.1 connection as the handler asks for it: all
@@ -221,6 +213,7 @@ impl Body for H1Body {
 
     fn size_hint(&self) -> SizeHint {
         lock(&self.inbound)
+            .body
             .remaining()
             .map_or_else(SizeHint::default, SizeHint::with_exact)
     }

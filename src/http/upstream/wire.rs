@@ -25,7 +25,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Status
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::http::h1::framing::{
-    chunked_last, content_length, decode, poll_read_with, Chunk, Framing, Malformed,
+    chunked_last, content_length, decode, has_token, poll_read_with, Chunk, Framing, Malformed,
 };
 
 /// The largest response head (status line and headers) read.
@@ -233,11 +233,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
 
     /// The body bytes still to come, when the upstream said.
     pub fn remaining(&self) -> Option<u64> {
-        match self.framing {
-            Framing::Length(n) => Some(n),
-            Framing::Done => Some(0),
-            _ => None,
-        }
+        self.framing.remaining()
     }
 
     /// Whether an idle connection is still open: one read with nobody to wake. An upstream
@@ -374,12 +370,7 @@ fn framing(method: &Method, response: &Response<()>) -> Result<Framing, WireErro
 
 /// Whether `headers` carry `Connection: close`.
 fn wants_close(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|option| option.trim().eq_ignore_ascii_case("close"))
+    has_token(headers, &CONNECTION, "close")
 }
 
 impl From<Malformed> for WireError {

@@ -7,7 +7,7 @@ use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
-use crate::http::h1::framing::{chunked_last, content_length, Chunk, Framing};
+use crate::http::h1::framing::{chunked_last, content_length, has_token, Chunk, Framing};
 
 /// The most request headers read (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -114,16 +114,6 @@ fn body_framing(headers: &HeaderMap) -> Result<Framing, BadHead> {
         (None, Some(0) | None) => Ok(Framing::Done),
         (None, Some(n)) => Ok(Framing::Length(n)),
     }
-}
-
-/// Whether a `name` header lists `token` (case-insensitively).
-fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|option| option.trim().eq_ignore_ascii_case(token))
 }
 
 /// How a response body is sent.

@@ -405,9 +405,7 @@ async fn write_body<W: AsyncWrite + Unpin>(
                 match head.take() {
                     Some(mut head) => {
                         if framing == Outgoing::Chunked {
-                            put_size_line(&mut head, data.len());
-                            head.extend_from_slice(&data);
-                            head.extend_from_slice(b"\r\n");
+                            put_chunk(&mut head, &data);
                         } else {
                             head.extend_from_slice(&data);
                         }
@@ -426,9 +424,7 @@ async fn write_body<W: AsyncWrite + Unpin>(
 async fn write_chunk<W: AsyncWrite + Unpin>(writer: &mut W, data: &[u8]) -> io::Result<()> {
     if !writer.is_write_vectored() {
         let mut whole = BytesMut::with_capacity(data.len() + 20);
-        put_size_line(&mut whole, data.len());
-        whole.extend_from_slice(data);
-        whole.extend_from_slice(b"\r\n");
+        put_chunk(&mut whole, data);
         return writer.write_all(&whole).await;
     }
     let mut line = [0u8; 20];
@@ -462,9 +458,12 @@ fn size_line(buf: &mut [u8; 20], len: usize) -> &[u8] {
     &buf[..digits + 2]
 }
 
-fn put_size_line(out: &mut BytesMut, len: usize) {
+/// `data` as one chunk: size line, data, CRLF.
+fn put_chunk(out: &mut BytesMut, data: &[u8]) {
     let mut line = [0u8; 20];
-    out.put_slice(size_line(&mut line, len));
+    out.put_slice(size_line(&mut line, data.len()));
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
 }
 
 #[cfg(test)]
