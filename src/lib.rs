@@ -39,9 +39,9 @@
 //! - [`cli`] — `serve`, `translate`, `check`, `demo-agent`.
 
 pub mod error;
-pub mod event;
 pub mod sse;
 pub mod json;
+pub mod event;
 pub mod mapping;
 pub mod dialect;
 pub mod pipeline;

@@ -9,10 +9,10 @@
 //!
 //! Imports nothing of its siblings, so every dialect folder can depend on it.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::error::Failure;
-use crate::event::{Event, Note};
+use crate::event::{DeltaRef, Event, Note};
 use crate::sse::{Framing, SseEvent};
 
 /// Wire → canonical. Never fails on bad input: what cannot be used is dropped and noted; `Err`
@@ -29,6 +29,13 @@ pub trait Reader: Send + Unpin {
         out: &mut Vec<Event>,
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure>;
+
+    /// An event's data when it is a content delta this reader can lend without building the
+    /// event ([`DeltaRef`]): what [`Reader::read`] would produce for it, with no note, and the
+    /// reader's state moved on as `read` would move it. `None`: call `read`.
+    fn read_delta<'a>(&'a mut self, _data: &'a Bytes) -> Option<DeltaRef<'a>> {
+        None
+    }
 
     /// The upstream's body ended and everything it held was read: what the reader kept back
     /// comes out now (an AAP turn's held stop becomes the run's terminal events).
@@ -52,6 +59,17 @@ pub trait Reader: Send + Unpin {
 pub trait Writer: Send + Unpin {
     /// Appends the wire form of one canonical event.
     fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure>;
+
+    /// Writes a content delta the pipeline lends ([`Reader::read_delta`]) when the writer can
+    /// without the event: the same bytes, state and result as [`Writer::write`] of
+    /// [`DeltaRef::into_event`]. `None`: the writer wrote nothing and wants the event.
+    fn write_delta(
+        &mut self,
+        _delta: &DeltaRef<'_>,
+        _out: &mut BytesMut,
+    ) -> Option<Result<(), Failure>> {
+        None
+    }
 
     /// What the client receives before the first upstream byte when its dialect opens a
     /// stream with an event of its own (AAP's `turn_start`); otherwise the transport's

@@ -19,10 +19,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::error::Failure;
-use crate::event::{Event, Note, RunAgentInput, RunIds};
+use crate::event::{DeltaRef, Event, Note, RunAgentInput, RunIds};
 use crate::mapping::Mappings;
 use crate::sse::{Framing, SseEvent};
 
@@ -97,6 +97,12 @@ macro_rules! dialects {
                 }
             }
 
+            fn read_delta<'a>(&'a mut self, data: &'a Bytes) -> Option<DeltaRef<'a>> {
+                match self {
+                    $(AnyReader::$variant(r) => Reader::read_delta(&mut **r, data),)+
+                }
+            }
+
             fn finish(&mut self, out: &mut Vec<Event>) {
                 match self {
                     $(AnyReader::$variant(r) => Reader::finish(&mut **r, out),)+
@@ -126,6 +132,16 @@ macro_rules! dialects {
             fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
                 match self {
                     $(AnyWriter::$variant(w) => Writer::write(&mut **w, event, out),)+
+                }
+            }
+
+            fn write_delta(
+                &mut self,
+                delta: &DeltaRef<'_>,
+                out: &mut BytesMut,
+            ) -> Option<Result<(), Failure>> {
+                match self {
+                    $(AnyWriter::$variant(w) => Writer::write_delta(&mut **w, delta, out),)+
                 }
             }
 

@@ -9,6 +9,7 @@
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
+mod delta;
 mod diag;
 mod entity;
 mod history;
@@ -16,6 +17,7 @@ mod input;
 mod message;
 mod types;
 
+pub use delta::{DeltaKind, DeltaRef, SourceRef};
 pub use diag::{Clock, DropKind, IdMint, Note, Rule, RunIds};
 pub use entity::Entity;
 pub use history::{args_object, content_len, history_bytes, remove_calls};

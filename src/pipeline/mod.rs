@@ -302,6 +302,28 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         match item {
             Ok(Some(SseItem::Event(event))) => {
                 self.stats.events_in += 1;
+                if let Some(delta) = self.reader.read_delta(&event.data) {
+                    // Nearly every event: a delta of an open message, written from the bytes it
+                    // came in when the writer can, built into the event when not.
+                    let written = if self.sequencer.continues_delta(&delta) {
+                        self.writer.write_delta(&delta, out)
+                    } else {
+                        None
+                    };
+                    match written {
+                        Some(result) => {
+                            self.stats.events_out += 1;
+                            self.written(result, out);
+                            self.count_notes();
+                        }
+                        None => {
+                            let event = delta.into_event();
+                            self.read_out.push(event);
+                            self.step_read(out);
+                        }
+                    }
+                    return !self.is_finished();
+                }
                 let result = self
                     .reader
                     .read(&event, &mut self.read_out, &mut self.notes);
@@ -371,9 +393,14 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// the client's dialect), after the run was ended for it.
     fn write(&mut self, event: crate::event::Event, out: &mut BytesMut) -> bool {
         self.stats.events_out += 1;
-        let refused = self.writer.write(event, out).err();
+        let result = self.writer.write(event, out);
+        self.written(result, out)
+    }
+
+    /// What follows a write: the writer's notes, and the run's end when it refused the event.
+    fn written(&mut self, result: Result<(), Failure>, out: &mut BytesMut) -> bool {
         self.writer.take_notes(&mut self.notes);
-        match refused {
+        match result.err() {
             None => true,
             Some(failure) => {
                 // The client's dialect cannot carry the run further: the sequencer ends it
@@ -411,6 +438,10 @@ pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsup
     pipeline.end(&mut out);
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "lend_tests.rs"]
+mod lend_tests;
 
 #[cfg(test)]
 mod tests {

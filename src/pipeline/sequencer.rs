@@ -38,7 +38,7 @@ use crate::event::{
 use crate::event::Entity as Kind;
 
 use super::owners::{Owners, Space};
-use crate::event::{DropKind, Note, Rule, RunIds};
+use crate::event::{DeltaKind, DeltaRef, DropKind, Note, Rule, RunIds};
 
 /// Entities open at once in one run.
 pub const MAX_OPEN_ENTITIES: usize = 1024;
@@ -176,6 +176,21 @@ impl RunSequencer {
             Event::ToolCallArgs(e) => self.continue_open(Kind::Tool, &e.tool_call_id, &mut e.base),
             _ => false,
         }
+    }
+
+    /// [`Self::continues`] for a delta lent by the reader ([`DeltaRef`]), which has no lane:
+    /// true when it continues an open message or call that has none either, so that it passes
+    /// on exactly as it came.
+    pub fn continues_delta(&self, delta: &DeltaRef<'_>) -> bool {
+        let kind = match delta.kind {
+            DeltaKind::Text => Kind::Text,
+            DeltaKind::Reasoning => Kind::ReasoningMessage,
+            DeltaKind::ToolArgs => Kind::Tool,
+        };
+        self.phase == Phase::Running
+            && self
+                .find(kind, delta.id, &None)
+                .is_some_and(|pos| self.open[pos].lane.is_none())
     }
 
     /// Feeds one input; appends what the client must see to `out`. Never fails: bad input is

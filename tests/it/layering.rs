@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 /// before it.
 const LAYERS: &[&str] = &[
     "error",
-    "event",
     "sse",
     "json",
+    "event",
     "mapping",
     "dialect",
     "pipeline",

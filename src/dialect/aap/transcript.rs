@@ -152,12 +152,7 @@ impl Transcript {
             Event::TextMessageStart(e) => {
                 self.open_assistant(&e.message_id);
             }
-            Event::TextMessageContent(e) => {
-                self.spend(e.delta.len())?;
-                if let Some(Message::Assistant(m)) = self.get_mut(&e.message_id) {
-                    m.content.get_or_insert_with(String::new).push_str(&e.delta);
-                }
-            }
+            Event::TextMessageContent(e) => self.append_text(&e.message_id, &e.delta)?,
             Event::ReasoningMessageStart(e) => {
                 self.push(Message::Reasoning(ReasoningMessage {
                     id: e.message_id.clone(),
@@ -168,12 +163,7 @@ impl Transcript {
                     extra: Default::default(),
                 }));
             }
-            Event::ReasoningMessageContent(e) => {
-                self.spend(e.delta.len())?;
-                if let Some(Message::Reasoning(m)) = self.get_mut(&e.message_id) {
-                    m.content.push_str(&e.delta);
-                }
-            }
+            Event::ReasoningMessageContent(e) => self.append_reasoning(&e.message_id, &e.delta)?,
             Event::ToolCallStart(e) => {
                 let parent = e
                     .parent_message_id
@@ -315,6 +305,24 @@ impl Transcript {
         self.messages.truncate(keep);
         self.unchanged = self.unchanged.min(keep);
         self.drop_unresolved_calls();
+    }
+
+    /// Folds in a text delta of message `id` (`TEXT_MESSAGE_CONTENT`).
+    pub fn append_text(&mut self, id: &str, delta: &str) -> Result<(), Failure> {
+        self.spend(delta.len())?;
+        if let Some(Message::Assistant(m)) = self.get_mut(id) {
+            m.content.get_or_insert_with(String::new).push_str(delta);
+        }
+        Ok(())
+    }
+
+    /// Folds in a reasoning delta of message `id` (`REASONING_MESSAGE_CONTENT`).
+    pub fn append_reasoning(&mut self, id: &str, delta: &str) -> Result<(), Failure> {
+        self.spend(delta.len())?;
+        if let Some(Message::Reasoning(m)) = self.get_mut(id) {
+            m.content.push_str(delta);
+        }
+        Ok(())
     }
 
     fn spend(&mut self, bytes: usize) -> Result<(), Failure> {

@@ -30,7 +30,7 @@ use super::read::args_text;
 use super::types::{event as name, StopReason, StreamMode, TurnResponse};
 use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
-use crate::event::args_object;
+use crate::event::{args_object, DeltaKind, DeltaRef};
 use crate::event::{
     DropKind, Event, EventBase, EventType, Interrupt, Message, Note, RunOutcome, ToolCall,
     ToolCallArgs, ToolCallEnd, ToolCallStart,
@@ -742,6 +742,39 @@ fn write_event<T: Serialize + ?Sized>(out: &mut BytesMut, event: &str, data: &T)
 impl crate::dialect::codec::Writer for AapWriter {
     fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
         AapWriter::write(self, event, out)
+    }
+
+    fn write_delta(
+        &mut self,
+        delta: &DeltaRef<'_>,
+        out: &mut BytesMut,
+    ) -> Option<Result<(), Failure>> {
+        // What `write` does with a text or reasoning delta when the extension adds nothing to
+        // it: into the transcript, and out when its message is the live one.
+        if self.ext.enabled {
+            return None;
+        }
+        let text = delta.delta.decode();
+        let (appended, lane, name) = match delta.kind {
+            DeltaKind::Text => (
+                self.transcript.append_text(delta.id, &text),
+                &self.text,
+                name::TEXT_DELTA,
+            ),
+            DeltaKind::Reasoning => (
+                self.transcript.append_reasoning(delta.id, &text),
+                &self.reasoning,
+                name::THINKING_DELTA,
+            ),
+            DeltaKind::ToolArgs => return None,
+        };
+        if appended.is_ok()
+            && self.options.mode == StreamMode::Delta
+            && lane.live.as_deref() == Some(delta.id)
+        {
+            write_delta(out, name, &text);
+        }
+        Some(appended)
     }
 
     fn opening(&self) -> Option<&'static [u8]> {

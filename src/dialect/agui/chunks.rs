@@ -89,13 +89,18 @@ impl ChunkExpander {
     /// Whether [`Self::push`] would pass `event` on as it is, with nothing before it: it is no
     /// chunk, and no chunk stream is open for it to close.
     pub fn passes(&self, event: &Event) -> bool {
-        self.open.is_empty()
+        self.is_idle()
             && !matches!(
                 event,
                 Event::TextMessageChunk(_)
                     | Event::ToolCallChunk(_)
                     | Event::ReasoningMessageChunk(_)
             )
+    }
+
+    /// No chunk stream is open: every event but a chunk passes as it is.
+    pub fn is_idle(&self) -> bool {
+        self.open.is_empty()
     }
 
     /// Passes one event through, expanding chunks and closing chunk streams as the client does.

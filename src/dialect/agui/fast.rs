@@ -11,10 +11,7 @@ use bytes::Bytes;
 
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
-use crate::event::{
-    Event, EventBase, EventType, Extra, ReasoningMessageContent, Source, TextMessageContent,
-    ToolCallArgs,
-};
+use crate::event::{DeltaKind, DeltaRef, Event, EventBase, EventType, Extra, Source, SourceRef};
 use crate::json::{for_each_field, Cursor, JsonStr, Scalar};
 use crate::mapping::AguiAliases;
 
@@ -114,6 +111,38 @@ pub(super) fn read(
     fits
 }
 
+/// A content delta in the SDKs' layout ([`sdk_layout`]), borrowed rather than built (see
+/// [`DeltaRef`]): what [`read`] would push for it, without allocating. `None` when the event is
+/// not one, or is one only the event can carry (an escaped id, a timestamp the options
+/// refuse, a field the slow path renames); [`read`] then decides.
+pub(super) fn delta<'a>(
+    data: &'a Bytes,
+    options: ReaderOptions,
+    scratch: &'a mut Scratch,
+) -> Option<DeltaRef<'a>> {
+    let Layout::Read {
+        kind,
+        id,
+        delta,
+        timestamp,
+        known,
+    } = sdk_layout(data, scratch)
+    else {
+        return None;
+    };
+    if !options.timestamps.keeps(timestamp) {
+        return None;
+    }
+    Some(DeltaRef {
+        kind,
+        id: id.plain()?,
+        delta,
+        timestamp,
+        extra: &scratch.members,
+        source: Some(SourceRef::new(data, known)),
+    })
+}
+
 /// What [`content_event`] made of an event.
 enum Content {
     /// A content delta, pushed.
@@ -138,7 +167,7 @@ fn content_event(
 ) -> Content {
     match sdk_layout(data, scratch) {
         Layout::Read {
-            ty,
+            kind,
             id,
             delta,
             timestamp,
@@ -150,15 +179,10 @@ fn content_event(
             let base = EventBase {
                 timestamp,
                 extra: Extra::from_members(&scratch.members),
-                // Compact, on one line: exactly the event, up to its unknown fields.
-                source: Source::new(if known == data.len() {
-                    data.clone()
-                } else {
-                    data.slice(..known)
-                }),
+                source: SourceRef::new(data, known).to_source(),
                 ..EventBase::default()
             };
-            out.push(content(ty, id.into_owned(), delta.into_owned(), base));
+            out.push(kind.event(id.into_owned(), delta.into_owned(), base));
             return Content::Read;
         }
         Layout::Refused => return Content::Refused,
@@ -195,19 +219,19 @@ fn content_event(
     let Some(compact) = flat else {
         return Content::Other;
     };
-    let (ty, aliases) = match ty.and_then(|ty| ty.plain()) {
-        Some("TEXT_MESSAGE_CONTENT") => (CONTENT_TYPES[0], &scratch.aliases[0]),
-        Some("REASONING_MESSAGE_CONTENT") => (CONTENT_TYPES[1], &scratch.aliases[1]),
-        Some("TOOL_CALL_ARGS") => (CONTENT_TYPES[2], &scratch.aliases[2]),
+    let (kind, aliases) = match ty.and_then(|ty| ty.plain()) {
+        Some("TEXT_MESSAGE_CONTENT") => (DeltaKind::Text, &scratch.aliases[0]),
+        Some("REASONING_MESSAGE_CONTENT") => (DeltaKind::Reasoning, &scratch.aliases[1]),
+        Some("TOOL_CALL_ARGS") => (DeltaKind::ToolArgs, &scratch.aliases[2]),
         _ => return Content::Other,
     };
     // An alias of this type's own fields is renamed by the slow path, not kept.
     let aliased = unknown_keys[..unknown]
         .iter()
         .any(|key| aliases.iter().any(|alias| alias == key));
-    let id = match (ty, message_id, tool_call_id) {
-        (EventType::ToolCallArgs, None, Some(id)) => id,
-        (EventType::ToolCallArgs, ..) | (_, None, _) | (_, _, Some(_)) => return Content::Refused,
+    let id = match (kind, message_id, tool_call_id) {
+        (DeltaKind::ToolArgs, None, Some(id)) => id,
+        (DeltaKind::ToolArgs, ..) | (_, None, _) | (_, _, Some(_)) => return Content::Refused,
         (_, Some(id), None) => id,
     };
     let (Some(delta), false, true) = (delta, aliased, options.timestamps.keeps(timestamp)) else {
@@ -226,7 +250,7 @@ fn content_event(
         source,
         ..EventBase::default()
     };
-    out.push(content(ty, id.into_owned(), delta.into_owned(), base));
+    out.push(kind.event(id.into_owned(), delta.into_owned(), base));
     Content::Read
 }
 
@@ -235,7 +259,7 @@ enum Layout<'a> {
     /// The event, its unknown fields' text in the scratch buffer; `known`: the length of the
     /// text up to them (all of it when there are none).
     Read {
-        ty: EventType,
+        kind: DeltaKind,
         id: JsonStr<'a>,
         delta: JsonStr<'a>,
         timestamp: Option<i64>,
@@ -257,21 +281,21 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
     if !c.accept(br#"{"type":""#) {
         return Layout::Other;
     }
-    let (ty, id_key, aliases) = if c.accept(br#"TEXT_MESSAGE_CONTENT""#) {
+    let (kind, id_key, aliases) = if c.accept(br#"TEXT_MESSAGE_CONTENT""#) {
         (
-            CONTENT_TYPES[0],
+            DeltaKind::Text,
             &br#","messageId":""#[..],
             &scratch.aliases[0],
         )
     } else if c.accept(br#"REASONING_MESSAGE_CONTENT""#) {
         (
-            CONTENT_TYPES[1],
+            DeltaKind::Reasoning,
             &br#","messageId":""#[..],
             &scratch.aliases[1],
         )
     } else if c.accept(br#"TOOL_CALL_ARGS""#) {
         (
-            CONTENT_TYPES[2],
+            DeltaKind::ToolArgs,
             &br#","toolCallId":""#[..],
             &scratch.aliases[2],
         )
@@ -316,34 +340,11 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
         return Layout::Other;
     }
     Layout::Read {
-        ty,
+        kind,
         id,
         delta,
         timestamp,
         known: if unknown > 0 { known } else { data.len() },
-    }
-}
-
-/// The content delta of type `ty`.
-fn content(ty: EventType, id: String, delta: String, base: EventBase) -> Event {
-    match ty {
-        EventType::ReasoningMessageContent => {
-            Event::ReasoningMessageContent(ReasoningMessageContent {
-                message_id: id,
-                delta,
-                base,
-            })
-        }
-        EventType::ToolCallArgs => Event::ToolCallArgs(ToolCallArgs {
-            tool_call_id: id,
-            delta,
-            base,
-        }),
-        _ => Event::TextMessageContent(TextMessageContent {
-            message_id: id,
-            delta,
-            base,
-        }),
     }
 }
 

@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::args::{args_event, ToolArgs, MAX_HELD_ARGS_BYTES};
@@ -24,7 +25,7 @@ use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use super::strip;
 use super::thinking::Thinking;
 use crate::error::{ErrorCode, Failure};
-use crate::event::{DropKind, IdMint, Note, Rule, RunIds};
+use crate::event::{DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
 use crate::event::{Event, EventBase, EventType, RunAgentInput, RunError, TextMessageStart};
 use crate::mapping::AguiAliases;
 use crate::sse::SseEvent;
@@ -596,6 +597,15 @@ impl crate::dialect::codec::Reader for AguiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         AguiReader::read(self, event, out, notes)
+    }
+
+    fn read_delta<'a>(&'a mut self, data: &'a Bytes) -> Option<DeltaRef<'a>> {
+        // `read` would pass such a delta on as the fast path decoded it: nothing held, no
+        // chunk stream to close, and a delta changes none of the reader's state.
+        if !self.fast_path || !self.held_args.is_empty() || !self.chunks.is_idle() {
+            return None;
+        }
+        fast::delta(data, self.options, &mut self.fast)
     }
 
     fn release(&mut self) {

@@ -14,7 +14,7 @@
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use crate::event::{Event, Message};
+use crate::event::{DeltaRef, Event, Message};
 use crate::{json, sse};
 
 /// What the writer does with fields outside the 1.0 shape of an event or message.
@@ -157,35 +157,10 @@ impl AguiWriter {
             .filter(|json| (json.last() == Some(&b'}')) == extra.is_empty());
         if let Some(json) = source {
             // Read as it is and unchanged since: what it came as is what this would write, up
-            // to spelling (key order, spaces, escapes), which JSON leaves to the writer. Its
-            // unknown fields fold as `write_general` folds them, after what it came as up to
-            // them.
+            // to spelling (key order, spaces, escapes), which JSON leaves to the writer.
             let start = out.len();
-            out.reserve(40 + json.len() + extra.len());
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(json);
-            if !extra.is_empty() {
-                if self.unknown_fields == UnknownFields::Metadata {
-                    out.extend_from_slice(b",\"metadata\":{\"upstream\":{");
-                    out.extend_from_slice(extra.as_bytes());
-                    out.extend_from_slice(b"}}");
-                }
-                out.extend_from_slice(b"}");
-            }
-            out.extend_from_slice(b"\n\n");
-            if cfg!(debug_assertions) {
-                let mut encoded = BytesMut::new();
-                AguiWriter { ..*self }.write_general(event.clone(), &mut encoded);
-                let value = |frame: &[u8]| {
-                    let json = frame.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")?;
-                    serde_json::from_slice::<serde_json::Value>(json).ok()
-                };
-                assert_eq!(
-                    value(&out[start..]),
-                    value(&encoded),
-                    "a forwarded event differs from its encoding"
-                );
-            }
+            self.forward(json, extra, out);
+            self.check_forwarded(&out[start..], || event.clone());
             return true;
         }
         out.reserve(64 + id.len() + delta.len() + extra.len());
@@ -209,6 +184,40 @@ impl AguiWriter {
         }
         out.extend_from_slice(b"}\n\n");
         true
+    }
+
+    /// Writes an event as it came (`json`, its [`crate::event::Source`]), its unknown fields
+    /// (`extra`) folded as `write_general` folds them, after what it came as up to them.
+    fn forward(&self, json: &[u8], extra: &str, out: &mut BytesMut) {
+        out.reserve(40 + json.len() + extra.len());
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(json);
+        if !extra.is_empty() {
+            if self.unknown_fields == UnknownFields::Metadata {
+                out.extend_from_slice(b",\"metadata\":{\"upstream\":{");
+                out.extend_from_slice(extra.as_bytes());
+                out.extend_from_slice(b"}}");
+            }
+            out.extend_from_slice(b"}");
+        }
+        out.extend_from_slice(b"\n\n");
+    }
+
+    /// Debug builds: a forwarded event's frame is the same JSON value as its encoding.
+    fn check_forwarded(&self, frame: &[u8], event: impl FnOnce() -> Event) {
+        if cfg!(debug_assertions) {
+            let mut encoded = BytesMut::new();
+            AguiWriter { ..*self }.write_general(event(), &mut encoded);
+            let value = |frame: &[u8]| {
+                let json = frame.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")?;
+                serde_json::from_slice::<serde_json::Value>(json).ok()
+            };
+            assert_eq!(
+                value(frame),
+                value(&encoded),
+                "a forwarded event differs from its encoding"
+            );
+        }
     }
 
     fn fold_message(&self, message: &mut Message) {
@@ -259,6 +268,23 @@ impl crate::dialect::codec::Writer for AguiWriter {
     fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), crate::error::Failure> {
         AguiWriter::write(self, event, out);
         Ok(())
+    }
+
+    fn write_delta(
+        &mut self,
+        delta: &DeltaRef<'_>,
+        out: &mut BytesMut,
+    ) -> Option<Result<(), crate::error::Failure>> {
+        // What `write_content` forwards; a delta read from another dialect has no AG-UI
+        // bytes to forward and is encoded from the event.
+        let json = delta.source?.json();
+        if self.version == ProtocolVersion::V1_1 && delta.extra.contains(ENCRYPTED_VALUE_TYPE) {
+            return None;
+        }
+        let start = out.len();
+        self.forward(json, delta.extra, out);
+        self.check_forwarded(&out[start..], || delta.into_event());
+        Some(Ok(()))
     }
 }
 

@@ -19,7 +19,9 @@ use super::{custom, DeltaEncoding, Subagents, ToolArgsEncoding, WriterOptions, M
 use crate::dialect::confirm;
 use crate::error::{ErrorCode, Failure};
 use crate::event::args_object;
-use crate::event::{ContentPart, Event, EventBase, MessageContent, RunOutcome};
+use crate::event::{
+    ContentPart, DeltaKind, DeltaRef, Event, EventBase, MessageContent, RunOutcome,
+};
 use crate::{json, sse};
 
 /// Tool calls whose arguments may be held at once (`translation.md` §5).
@@ -832,6 +834,27 @@ fn result_text(content: MessageContent) -> String {
 impl crate::dialect::codec::Writer for HaiWriter {
     fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
         HaiWriter::write(self, event, out)
+    }
+
+    fn write_delta(
+        &mut self,
+        delta: &DeltaRef<'_>,
+        out: &mut BytesMut,
+    ) -> Option<Result<(), Failure>> {
+        // What `write` does with a text delta that has no metadata and no lane (a lent delta
+        // has neither), and which it leaves as plain text: its unknown fields have no place
+        // in HAI's content events either way.
+        if delta.kind != DeltaKind::Text || self.options.delta_encoding != DeltaEncoding::JsonString
+        {
+            return None;
+        }
+        let text = delta.delta.decode();
+        if !text.is_empty() {
+            let ts = delta.timestamp.unwrap_or(self.now_ms);
+            self.ensure_started(out, delta.id);
+            self.plain_text(out, delta.id, &text, ts);
+        }
+        Some(Ok(()))
     }
 
     fn wants_clock(&self) -> bool {

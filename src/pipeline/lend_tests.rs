@@ -1,0 +1,306 @@
+//! Lent deltas ([`Reader::read_delta`], [`Writer::write_delta`]) are an accelerator, never a
+//! second behaviour: every stream translates to the same bytes, notes and counts with them as
+//! with every event built and stepped.
+
+use std::path::Path;
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+use crate::dialect::aap::transcript::Transcript;
+use crate::dialect::aap::types::StreamMode;
+use crate::dialect::aap::{AapWriter, TurnOptions};
+use crate::event::{DeltaRef, Event};
+use crate::sse::SseEvent;
+
+/// The reader it wraps, lending nothing: every event takes the general path.
+struct Unlent(AnyReader);
+
+impl Reader for Unlent {
+    fn start(&mut self, out: &mut Vec<Event>) {
+        self.0.start(out)
+    }
+
+    fn read(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<Event>,
+        notes: &mut Vec<Note>,
+    ) -> Result<(), Failure> {
+        self.0.read(event, out, notes)
+    }
+
+    fn read_delta<'a>(&'a mut self, _data: &'a Bytes) -> Option<DeltaRef<'a>> {
+        None
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        self.0.finish(out)
+    }
+
+    fn at_handover(&self) -> bool {
+        self.0.at_handover()
+    }
+
+    fn next_response(&mut self, framing: Framing) {
+        self.0.next_response(framing)
+    }
+}
+
+/// What a pipeline made of `input` (fed in `step`-byte pieces): its bytes, counts and notes.
+fn run<R: Reader, W: Writer>(
+    pipeline: &mut Pipeline<R, W>,
+    input: &[u8],
+    step: usize,
+) -> (BytesMut, StreamStats, Vec<(Note, u64)>) {
+    let mut out = BytesMut::new();
+    pipeline.begin(&mut out);
+    for piece in input.chunks(step) {
+        pipeline.push(piece, &mut out);
+    }
+    pipeline.end(&mut out);
+    let notes = pipeline.note_counts().to_vec();
+    (out, pipeline.stats(), notes)
+}
+
+fn spec(upstream: Dialect, client: Dialect, mode: StreamMode) -> PipelineSpec {
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let mut spec = PipelineSpec::new(upstream, client, ids);
+    spec.options.clock = Clock::Fixed(1_760_000_000_000);
+    spec.codecs.aap.turn.mode = mode;
+    spec
+}
+
+/// The writer it wraps, counting the deltas it wrote as lent.
+struct Counted<W> {
+    inner: W,
+    lent: u64,
+}
+
+impl<W: Writer> Writer for Counted<W> {
+    fn write(&mut self, event: Event, out: &mut BytesMut) -> Result<(), Failure> {
+        self.inner.write(event, out)
+    }
+
+    fn write_delta(
+        &mut self,
+        delta: &DeltaRef<'_>,
+        out: &mut BytesMut,
+    ) -> Option<Result<(), Failure>> {
+        let written = self.inner.write_delta(delta, out);
+        self.lent += u64::from(written.is_some());
+        written
+    }
+
+    fn opening(&self) -> Option<&'static [u8]> {
+        self.inner.opening()
+    }
+
+    fn is_stream(&self) -> bool {
+        self.inner.is_stream()
+    }
+
+    fn wants_clock(&self) -> bool {
+        self.inner.wants_clock()
+    }
+
+    fn set_now(&mut self, now_ms: i64) {
+        self.inner.set_now(now_ms)
+    }
+
+    fn take_notes(&mut self, notes: &mut Vec<Note>) {
+        self.inner.take_notes(notes)
+    }
+
+    fn runs(&self) -> crate::dialect::Runs {
+        self.inner.runs()
+    }
+}
+
+/// Translates `input` with lent deltas and without, and compares; returns how many deltas the
+/// writer wrote as lent.
+fn same_both_ways<W: Writer>(
+    upstream: Dialect,
+    writer: impl Fn() -> W,
+    spec: &PipelineSpec,
+    input: &[u8],
+    what: &str,
+) -> u64 {
+    let mut lent_count = 0;
+    for step in [input.len().max(1), 7] {
+        let options = spec.options.clone();
+        let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
+        let writer_lent = Counted {
+            inner: writer(),
+            lent: 0,
+        };
+        let mut lent = Pipeline::from_parts(reader, writer_lent, options.clone());
+        let lent_out = run(&mut lent, input, step);
+        lent_count += lent.writer().lent;
+        let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
+        let mut built = Pipeline::from_parts(Unlent(reader), writer(), options);
+        let built_out = run(&mut built, input, step);
+        assert_eq!(
+            String::from_utf8_lossy(&lent_out.0),
+            String::from_utf8_lossy(&built_out.0),
+            "{what}, pieces of {step} bytes"
+        );
+        assert_eq!(lent_out.1, built_out.1, "{what}: counts");
+        assert_eq!(lent_out.2, built_out.2, "{what}: notes");
+    }
+    lent_count
+}
+
+/// [`same_both_ways`] for every client dialect (AAP in each stream mode).
+fn same_to_every_client(upstream: Dialect, input: &[u8], name: &str) -> u64 {
+    let clients = [
+        (Dialect::AgUi, StreamMode::Delta),
+        (Dialect::Hai, StreamMode::Delta),
+        (Dialect::Aap, StreamMode::Delta),
+        (Dialect::Aap, StreamMode::Message),
+        (Dialect::Aap, StreamMode::None),
+    ];
+    let mut lent = 0;
+    for (client, mode) in clients {
+        if check_pair(upstream, client).is_err() {
+            continue;
+        }
+        let spec = spec(upstream, client, mode);
+        let what = format!("{name}: {upstream} → {client} ({mode:?})");
+        lent += same_both_ways(
+            upstream,
+            || client.writer(&spec.codecs),
+            &spec,
+            input,
+            &what,
+        );
+    }
+    lent
+}
+
+fn frames(events: &[&str]) -> String {
+    events
+        .iter()
+        .map(|data| format!("data: {data}\n\n"))
+        .collect()
+}
+
+/// Deltas of every kind and shape next to the events around them: escaped text and ids,
+/// unknown fields, timestamps before and after, a delta of a message that is not open, of a
+/// lane, two messages open at once (AAP streams one live), empty deltas, chunks.
+#[test]
+fn hand_made_streams_translate_the_same_with_lent_deltas() {
+    let stream = frames(&[
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"plain"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"esc\"aped\n\u00e9 {braces}"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","timestamp":1760000000123,"messageId":"m","delta":"py"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ts","timestamp":1760000000124}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"f","ts":17,"model":"x"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"nobody","delta":"stray"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"second, waiting"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"first, live"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"now live"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m2"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"s1","subagentRunId":"sub"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"s1","delta":"in a lane"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"s1"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m\u0033","role":"assistant"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m\u0033","delta":"escaped id"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m3"}"#,
+        r#"{"type":"REASONING_START","messageId":"rs"}"#,
+        r#"{"type":"REASONING_MESSAGE_START","messageId":"rm","role":"reasoning"}"#,
+        r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"rm","delta":"thinking"}"#,
+        r#"{"type":"REASONING_MESSAGE_END","messageId":"rm"}"#,
+        r#"{"type":"REASONING_END","messageId":"rs"}"#,
+        r#"{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"search"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"q\":"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"\"rust\"}"}"#,
+        r#"{"type":"TOOL_CALL_END","toolCallId":"c"}"#,
+        r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"k","role":"assistant","delta":"chunk"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"k","delta":"after a chunk"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"k"}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"after the end"}"#,
+    ]);
+    let lent = same_to_every_client(Dialect::AgUi, stream.as_bytes(), "hand-made");
+    // Each of the five clients, in both feeds, writes some of the deltas as lent.
+    assert!(lent >= 5 * 2 * 3, "only {lent} deltas lent");
+}
+
+/// A delta over the AAP writer's history budget ends the turn the same way lent as built.
+#[test]
+fn a_lent_delta_over_the_history_budget_ends_the_run_as_a_built_one_does() {
+    let big = "x".repeat(4096);
+    let delta = format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"{big}"}}"#);
+    let mut events = vec![
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#.to_owned(),
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#.to_owned(),
+    ];
+    events.extend(std::iter::repeat_n(delta, 8));
+    let stream = frames(&events.iter().map(String::as_str).collect::<Vec<_>>());
+    for mode in [StreamMode::Delta, StreamMode::Message] {
+        let spec = spec(Dialect::AgUi, Dialect::Aap, mode);
+        let writer = || {
+            AapWriter::new(
+                TurnOptions {
+                    mode,
+                    ..TurnOptions::default()
+                },
+                Transcript::new(Vec::new(), None, 10_000),
+            )
+        };
+        let input = stream.as_bytes();
+        let lent = same_both_ways(Dialect::AgUi, writer, &spec, input, "budget");
+        assert!(lent > 0);
+        let mut pipeline = Pipeline::from_parts(
+            Dialect::AgUi.reader(&spec.options.ids, spec.options.framing, &spec.codecs),
+            writer(),
+            spec.options.clone(),
+        );
+        let (out, ..) = run(&mut pipeline, input, 1 << 20);
+        let out = String::from_utf8_lossy(&out);
+        let tail = &out[out.len().saturating_sub(200)..];
+        assert!(tail.contains(r#"{"stopReason":"error"}"#), "{tail}");
+        // Two deltas fit in 10,000 bytes; the third ends the turn.
+        let streamed = if mode == StreamMode::Delta { 2 } else { 0 };
+        assert_eq!(
+            out.matches("event: text_delta").count(),
+            streamed,
+            "{mode:?}"
+        );
+    }
+}
+
+/// Every recorded stream of the golden fixtures, from every upstream dialect to every client.
+#[test]
+fn every_fixture_translates_the_same_with_lent_deltas() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let (mut seen, mut lent) = (0, 0);
+    for dir in std::fs::read_dir(&root).unwrap().flatten() {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        let upstream = match name.split('-').next() {
+            Some("agui") => Dialect::AgUi,
+            Some("hai") => Dialect::Hai,
+            Some("aap") => Dialect::Aap,
+            _ => continue,
+        };
+        for file in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            let path = file.path();
+            if path.extension().is_some_and(|e| e == "in") {
+                let input = std::fs::read(&path).unwrap();
+                lent += same_to_every_client(upstream, &input, &path.display().to_string());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 100, "only {seen} fixtures found");
+    assert!(lent > 100, "only {lent} deltas lent");
+}
