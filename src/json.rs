@@ -46,6 +46,15 @@ impl<'a> JsonStr<'a> {
         self.raw
     }
 
+    /// A value that stands in a JSON string as it is (no quote, backslash or control
+    /// character), as [`Cursor::plain_run`] reads one; `None` when it needs an escape.
+    pub fn from_plain(value: &'a str) -> Option<JsonStr<'a>> {
+        (plain_len(value.as_bytes()) == value.len()).then_some(JsonStr {
+            raw: value,
+            escaped: false,
+        })
+    }
+
     /// The value when the text holds no escape (it is then the value itself).
     pub fn plain(self) -> Option<&'a str> {
         (!self.escaped).then_some(self.raw)
@@ -212,11 +221,28 @@ fn string_end(bytes: &[u8], start: usize) -> Option<(usize, bool)> {
 pub struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// `bytes` as text, checked once when the first string or number is read (a fixed text
+    /// that does not match costs no check): one pass instead of one per short string.
+    text: Option<&'a str>,
 }
 
 impl<'a> Cursor<'a> {
     pub fn new(data: &'a [u8]) -> Cursor<'a> {
-        Cursor { bytes: data, at: 0 }
+        Cursor {
+            bytes: data,
+            at: 0,
+            text: None,
+        }
+    }
+
+    /// The text from `start` to `end`: both are at ASCII bytes (quotes, digits), so on
+    /// character boundaries. `None` when the data is not UTF-8.
+    fn text(&mut self, start: usize, end: usize) -> Option<&'a str> {
+        let text = match self.text {
+            Some(text) => text,
+            None => *self.text.insert(std::str::from_utf8(self.bytes).ok()?),
+        };
+        text.get(start..end)
     }
 
     /// Steps over `text`, which must come next.
@@ -239,7 +265,7 @@ impl<'a> Cursor<'a> {
     /// quote.
     pub fn string_rest(&mut self) -> Option<JsonStr<'a>> {
         let (end, escaped) = string_end(self.bytes, self.at)?;
-        let raw = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        let raw = self.text(self.at, end)?;
         self.at = end + 1;
         Some(JsonStr { raw, escaped })
     }
@@ -248,7 +274,8 @@ impl<'a> Cursor<'a> {
     /// next.
     pub fn plain_run(&mut self) -> Option<&'a str> {
         let len = plain_len(&self.bytes[self.at..]);
-        let run = std::str::from_utf8(&self.bytes[self.at..self.at + len]).ok()?;
+        // Ends before a quote, a backslash or a control character, or at the end.
+        let run = self.text(self.at, self.at + len)?;
         self.at += len;
         Some(run)
     }
@@ -280,7 +307,7 @@ impl<'a> Cursor<'a> {
             return Some((key, Scalar::Str(self.string_rest()?)));
         }
         let (n, end) = integer(self.bytes, self.at)?;
-        let text = std::str::from_utf8(&self.bytes[self.at..end]).ok()?;
+        let text = self.text(self.at, end)?;
         self.at = end;
         Some((key, Scalar::Int(n, text)))
     }

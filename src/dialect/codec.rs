@@ -9,7 +9,7 @@
 //!
 //! Imports nothing of its siblings, so every dialect folder can depend on it.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::error::Failure;
 use crate::event::{DeltaRef, Event, Note};
@@ -30,10 +30,10 @@ pub trait Reader: Send + Unpin {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure>;
 
-    /// An event's data when it is a content delta this reader can lend without building the
+    /// An event when it is a content delta this reader can lend without building the
     /// event ([`DeltaRef`]): what [`Reader::read`] would produce for it, with no note, and the
     /// reader's state moved on as `read` would move it. `None`: call `read`.
-    fn read_delta<'a>(&'a mut self, _data: &'a Bytes) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, _event: &'a SseEvent) -> Option<DeltaRef<'a>> {
         None
     }
 

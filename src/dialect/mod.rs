@@ -19,7 +19,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::error::Failure;
 use crate::event::{DeltaRef, Event, Note, RunAgentInput, RunIds};
@@ -97,9 +97,9 @@ macro_rules! dialects {
                 }
             }
 
-            fn read_delta<'a>(&'a mut self, data: &'a Bytes) -> Option<DeltaRef<'a>> {
+            fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
                 match self {
-                    $(AnyReader::$variant(r) => Reader::read_delta(&mut **r, data),)+
+                    $(AnyReader::$variant(r) => Reader::read_delta(&mut **r, event),)+
                 }
             }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use super::*;
 use crate::dialect::aap::transcript::Transcript;
@@ -30,7 +30,7 @@ impl Reader for Unlent {
         self.0.read(event, out, notes)
     }
 
-    fn read_delta<'a>(&'a mut self, _data: &'a Bytes) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, _event: &'a SseEvent) -> Option<DeltaRef<'a>> {
         None
     }
 
@@ -232,6 +232,66 @@ fn hand_made_streams_translate_the_same_with_lent_deltas() {
     ]);
     let lent = same_to_every_client(Dialect::AgUi, stream.as_bytes(), "hand-made");
     // Each of the five clients, in both feeds, writes some of the deltas as lent.
+    assert!(lent >= 5 * 2 * 3, "only {lent} deltas lent");
+}
+
+/// HAI text deltas in the layout HAI agents write, and around it: escaped text, braces, a
+/// timestamp before and after, unknown fields, a message that is not open, thinking.
+#[test]
+fn hai_streams_translate_the_same_with_lent_deltas() {
+    let text = |id: &str, content: &str| {
+        let delta = serde_json::json!({"output": {"type": "text", "content": content}});
+        serde_json::json!({"type": "BUSINESS_DATA_CONTENT", "messageId": id, "delta": delta.to_string()})
+            .to_string()
+    };
+    let events = [
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#.to_owned(),
+        r#"{"type":"BUSINESS_DATA_START","messageId":"m","role":"assistant"}"#.to_owned(),
+        text("m", "plain"),
+        text("m", "with \"quotes\"\nand a line"),
+        text("m", "{braces}"),
+        text("m", ""),
+        text("nobody", "stray"),
+        r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","timestamp":1760000000001,"delta":"{\"output\":{\"type\":\"text\",\"content\":\"ts first\"}}"}"#.to_owned(),
+        r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"{\"output\":{\"type\":\"text\",\"content\":\"ts last\"}}","timestamp":1760000000002}"#.to_owned(),
+        r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"{\"output\":{\"type\":\"text\",\"content\":\"extra\"}}","vendor":"x"}"#.to_owned(),
+        r#"{"type":"BUSINESS_DATA_CONTENT","messageId":"m","delta":"{\"output\":{\"type\":\"thinking\",\"content\":\"hmm\"}}"}"#.to_owned(),
+        text("m", "after thinking"),
+        r#"{"type":"BUSINESS_DATA_END","messageId":"m"}"#.to_owned(),
+        text("m", "after the end"),
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#.to_owned(),
+    ];
+    let stream = frames(&events.iter().map(String::as_str).collect::<Vec<_>>());
+    let lent = same_to_every_client(Dialect::Hai, stream.as_bytes(), "hai");
+    assert!(lent >= 5 * 2 * 3, "only {lent} deltas lent");
+}
+
+/// AAP deltas as AAP agents write them, and around them: escaped text, an empty delta, an
+/// unknown field, reasoning between text, a call, deltas after the stop.
+#[test]
+fn aap_streams_translate_the_same_with_lent_deltas() {
+    let stream = [
+        ("turn_start", "{}"),
+        ("text_delta", r#"{"delta":"plain"}"#),
+        ("text_delta", r#"{"delta":"esc\"aped\n\u00e9"}"#),
+        ("text_delta", r#"{"delta":""}"#),
+        ("text_delta", r#"{"delta":"extra","vendor":1}"#),
+        ("text_delta", r#"{"vendor":1,"delta":"other order"}"#),
+        ("thinking_delta", r#"{"delta":"hmm"}"#),
+        ("thinking_delta", r#"{"delta":"more"}"#),
+        ("text_delta", r#"{"delta":"back to text"}"#),
+        ("text_delta", r#"{"delta":"again"}"#),
+        (
+            "tool_call",
+            r#"{"toolCallId":"c","name":"search","input":{"q":"x"}}"#,
+        ),
+        ("text_delta", r#"{"delta":"after a call"}"#),
+        ("turn_stop", r#"{"stopReason":"end_turn"}"#),
+        ("text_delta", r#"{"delta":"after the stop"}"#),
+    ]
+    .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+    .concat();
+    let lent = same_to_every_client(Dialect::Aap, stream.as_bytes(), "aap");
     assert!(lent >= 5 * 2 * 3, "only {lent} deltas lent");
 }
 

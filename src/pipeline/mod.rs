@@ -302,7 +302,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         match item {
             Ok(Some(SseItem::Event(event))) => {
                 self.stats.events_in += 1;
-                if let Some(delta) = self.reader.read_delta(&event.data) {
+                if let Some(delta) = self.reader.read_delta(&event) {
                     // Nearly every event: a delta of an open message, written from the bytes it
                     // came in when the writer can, built into the event when not.
                     let written = if self.sequencer.continues_delta(&delta) {

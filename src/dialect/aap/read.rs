@@ -33,14 +33,14 @@ use super::fingerprint::{Fingerprint, Forwarded};
 use super::history::content_from_aap;
 use super::types::{event as name, Block, Content, StopReason};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{DropKind, Entity, IdMint, Note, RunIds};
+use crate::event::{DeltaKind, DeltaRef, DropKind, Entity, IdMint, Note, RunIds};
 use crate::event::{
     Event, EventBase, EventType, Interrupt, MessageContent, ReasoningMessageContent,
     ReasoningMessageEnd, ReasoningMessageStart, ReasoningRole, ReasoningStart, RunError,
     RunFinished, RunOutcome, RunStarted, TextMessageContent, TextMessageEnd, TextMessageStart,
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
 };
-use crate::json::{for_each_field, Cursor, Scalar};
+use crate::json::{for_each_field, Cursor, JsonStr, Scalar};
 use crate::sse::SseEvent;
 
 /// Prefix of the confirm call offering an AAP permission to the client (§6.1).
@@ -991,25 +991,10 @@ fn permission_interrupt(call: &AapCall) -> Interrupt {
 /// nearly every event of a turn — read without building a JSON tree. `None`: anything else,
 /// which the general path reads (with the same result for what this accepts).
 fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
-    let kind = match event.name.as_deref()? {
-        name::TEXT_DELTA => Kind::Text,
-        name::THINKING_DELTA => Kind::Reasoning,
-        _ => return None,
-    };
-    // As AAP agents write it: `{"delta":"…"}`, perhaps with fields AAP does not define after
-    // it, which the general path ignores too.
-    let mut c = Cursor::new(&event.data);
-    if c.accept(br#"{"delta":""#) {
-        if let Some(delta) = c.string_rest() {
-            let mut again = false;
-            while let Some((key, _)) = c.member() {
-                again |= key == "delta";
-            }
-            if !again && c.accept(b"}") && c.at_end() {
-                return Some((kind, delta.decode()));
-            }
-        }
+    if let Some((kind, delta)) = plain_delta_layout(event) {
+        return Some((kind, delta.decode()));
     }
+    let kind = delta_kind(event)?;
     let mut delta = None;
     for_each_field(&event.data, |key, value| match (key, value) {
         ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
@@ -1017,6 +1002,29 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
         _ => Some(()),
     })?;
     Some((kind, delta?.decode()))
+}
+
+/// The kind of a delta event, by its name.
+fn delta_kind(event: &SseEvent) -> Option<Kind> {
+    match event.name.as_deref()? {
+        name::TEXT_DELTA => Some(Kind::Text),
+        name::THINKING_DELTA => Some(Kind::Reasoning),
+        _ => None,
+    }
+}
+
+/// A delta as AAP agents write it: `{"delta":"…"}`, perhaps with fields AAP does not define
+/// after it, which the general path ignores too.
+fn plain_delta_layout(event: &SseEvent) -> Option<(Kind, JsonStr<'_>)> {
+    let kind = delta_kind(event)?;
+    let mut c = Cursor::new(&event.data);
+    c.expect(br#"{"delta":""#)?;
+    let delta = c.string_rest()?;
+    let mut again = false;
+    while let Some((key, _)) = c.member() {
+        again |= key == "delta";
+    }
+    (!again && c.accept(b"}") && c.at_end()).then_some((kind, delta))
 }
 
 impl crate::dialect::codec::Reader for AapReader {
@@ -1027,6 +1035,37 @@ impl crate::dialect::codec::Reader for AapReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         AapReader::read(self, event, out, notes)
+    }
+
+    /// What [`AapReader::read`] makes of a delta in the layout AAP agents write, lent: a
+    /// delta of the message its kind has open, outside the extension's brackets.
+    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+        if self.stop.is_some() || self.finished {
+            return None;
+        }
+        let (kind, delta) = plain_delta_layout(event)?;
+        if delta.raw().is_empty() || self.ext_open.iter().any(|(k, ..)| *k == kind) {
+            return None;
+        }
+        let id = match &self.open {
+            Some((open, id)) if *open == kind => id,
+            _ => return None,
+        };
+        // `feed`, on the fields it reads.
+        if let Some(output) = self.outputs.iter_mut().rev().find(|f| f.id == *id) {
+            output.fingerprint_mut().text(&delta.decode());
+        }
+        Some(DeltaRef {
+            kind: match kind {
+                Kind::Text => DeltaKind::Text,
+                Kind::Reasoning => DeltaKind::Reasoning,
+            },
+            id,
+            delta,
+            timestamp: None,
+            extra: "",
+            source: None,
+        })
     }
 
     fn start(&mut self, out: &mut Vec<Event>) {

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::args::{args_event, ToolArgs, MAX_HELD_ARGS_BYTES};
@@ -599,13 +598,13 @@ impl crate::dialect::codec::Reader for AguiReader {
         AguiReader::read(self, event, out, notes)
     }
 
-    fn read_delta<'a>(&'a mut self, data: &'a Bytes) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
         // `read` would pass such a delta on as the fast path decoded it: nothing held, no
         // chunk stream to close, and a delta changes none of the reader's state.
         if !self.fast_path || !self.held_args.is_empty() || !self.chunks.is_idle() {
             return None;
         }
-        fast::delta(data, self.options, &mut self.fast)
+        fast::delta(&event.data, self.options, &mut self.fast)
     }
 
     fn release(&mut self) {

@@ -14,7 +14,7 @@
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use crate::event::{DeltaRef, Event, Message};
+use crate::event::{DeltaKind, DeltaRef, Event, Message};
 use crate::{json, sse};
 
 /// What the writer does with fields outside the 1.0 shape of an event or message.
@@ -163,6 +163,21 @@ impl AguiWriter {
             self.check_forwarded(&out[start..], || event.clone());
             return true;
         }
+        self.encode_content((ty, id_key), id, delta, base.timestamp, extra, out);
+        true
+    }
+
+    /// Writes a content delta of type and id key `wire`, its unknown fields (`extra`) folded
+    /// as `write_general` folds them on an event without metadata.
+    fn encode_content(
+        &self,
+        (ty, id_key): (&str, &str),
+        id: &str,
+        delta: &str,
+        timestamp: Option<i64>,
+        extra: &str,
+        out: &mut BytesMut,
+    ) {
         out.reserve(64 + id.len() + delta.len() + extra.len());
         out.extend_from_slice(b"data: {\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
@@ -172,7 +187,7 @@ impl AguiWriter {
         json::write_str(out, id);
         out.extend_from_slice(b",\"delta\":");
         json::write_str(out, delta);
-        if let Some(ts) = base.timestamp {
+        if let Some(ts) = timestamp {
             out.extend_from_slice(b",\"timestamp\":");
             json::write_int(out, ts);
         }
@@ -183,7 +198,6 @@ impl AguiWriter {
             out.extend_from_slice(b"}}");
         }
         out.extend_from_slice(b"}\n\n");
-        true
     }
 
     /// Writes an event as it came (`json`, its [`crate::event::Source`]), its unknown fields
@@ -203,7 +217,7 @@ impl AguiWriter {
         out.extend_from_slice(b"\n\n");
     }
 
-    /// Debug builds: a forwarded event's frame is the same JSON value as its encoding.
+    /// Debug builds: a forwarded or hand-encoded frame is the same JSON value as the general encoding.
     fn check_forwarded(&self, frame: &[u8], event: impl FnOnce() -> Event) {
         if cfg!(debug_assertions) {
             let mut encoded = BytesMut::new();
@@ -275,14 +289,24 @@ impl crate::dialect::codec::Writer for AguiWriter {
         delta: &DeltaRef<'_>,
         out: &mut BytesMut,
     ) -> Option<Result<(), crate::error::Failure>> {
-        // What `write_content` forwards; a delta read from another dialect has no AG-UI
-        // bytes to forward and is encoded from the event.
-        let json = delta.source?.json();
+        // What `write_content` writes: the bytes it came in when it came in AG-UI, else
+        // encoded from its parts.
         if self.version == ProtocolVersion::V1_1 && delta.extra.contains(ENCRYPTED_VALUE_TYPE) {
             return None;
         }
         let start = out.len();
-        self.forward(json, delta.extra, out);
+        match delta.source {
+            Some(source) => self.forward(source.json(), delta.extra, out),
+            None => {
+                let wire = match delta.kind {
+                    DeltaKind::Text => ("TEXT_MESSAGE_CONTENT", "messageId"),
+                    DeltaKind::Reasoning => ("REASONING_MESSAGE_CONTENT", "messageId"),
+                    DeltaKind::ToolArgs => ("TOOL_CALL_ARGS", "toolCallId"),
+                };
+                let text = delta.delta.decode();
+                self.encode_content(wire, delta.id, &text, delta.timestamp, delta.extra, out);
+            }
+        }
         self.check_forwarded(&out[start..], || delta.into_event());
         Some(Ok(()))
     }

@@ -27,8 +27,8 @@ use crate::event::{
     ReasoningMessageStart, ReasoningStart, SubagentFinished, SubagentOutcome, SubagentStarted,
     TextMessageContent, TextMessageEnd, TextMessageStart, TextRole,
 };
-use crate::event::{DropKind, IdMint, Note, Rule, RunIds};
-use crate::json::{self, Scalar};
+use crate::event::{DeltaKind, DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
+use crate::json::{self, JsonStr, Scalar};
 use crate::mapping::{AguiAliases, HaiTables, Mappings};
 use crate::sse::SseEvent;
 
@@ -817,6 +817,30 @@ impl crate::dialect::codec::Reader for HaiReader {
         notes: &mut Vec<Note>,
     ) -> Result<(), Failure> {
         HaiReader::read(self, event, out, notes)
+    }
+
+    /// What [`HaiReader::plain_text`] reads from the layout HAI agents write, lent: a text
+    /// delta of an open message, its text without escapes at either level.
+    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+        if !self.text_is_text {
+            return None;
+        }
+        let (id, text, timestamp) = plain_text_layout(&event.data)?;
+        let id = id.plain()?;
+        if id.is_empty()
+            || !self.open.iter().any(|o| o.id == id)
+            || !self.timestamps.keeps(timestamp)
+        {
+            return None;
+        }
+        Some(DeltaRef {
+            kind: DeltaKind::Text,
+            id,
+            delta: JsonStr::from_plain(text)?,
+            timestamp,
+            extra: "",
+            source: None,
+        })
     }
 }
 
