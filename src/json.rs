@@ -235,12 +235,20 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The text from `start` to `end`, positions the cursor has been at. `None` when the data
+    /// is not UTF-8, or either is not on a character boundary.
+    pub fn text_between(&mut self, start: usize, end: usize) -> Option<&'a str> {
+        self.text(start, end)
+    }
+
     /// The text from `start` to `end`: both are at ASCII bytes (quotes, digits), so on
     /// character boundaries. `None` when the data is not UTF-8.
     fn text(&mut self, start: usize, end: usize) -> Option<&'a str> {
         let text = match self.text {
             Some(text) => text,
-            None => *self.text.insert(std::str::from_utf8(self.bytes).ok()?),
+            None => *self
+                .text
+                .insert(simdutf8::basic::from_utf8(self.bytes).ok()?),
         };
         text.get(start..end)
     }

@@ -125,6 +125,7 @@ pub(super) fn delta<'a>(
         id,
         delta,
         timestamp,
+        members,
         known,
     } = sdk_layout(data, scratch)
     else {
@@ -138,7 +139,7 @@ pub(super) fn delta<'a>(
         id: id.plain()?,
         delta,
         timestamp,
-        extra: &scratch.members,
+        extra: members.text(scratch),
         source: Some(SourceRef::new(data, known)),
     })
 }
@@ -171,6 +172,7 @@ fn content_event(
             id,
             delta,
             timestamp,
+            members,
             known,
         } => {
             if !options.timestamps.keeps(timestamp) {
@@ -178,7 +180,7 @@ fn content_event(
             }
             let base = EventBase {
                 timestamp,
-                extra: Extra::from_members(&scratch.members),
+                extra: Extra::from_members(members.text(scratch)),
                 source: SourceRef::new(data, known).to_source(),
                 ..EventBase::default()
             };
@@ -256,13 +258,14 @@ fn content_event(
 
 /// What [`sdk_layout`] found.
 enum Layout<'a> {
-    /// The event, its unknown fields' text in the scratch buffer; `known`: the length of the
-    /// text up to them (all of it when there are none).
+    /// The event and its unknown fields' members text; `known`: the length of the text up
+    /// to them (all of it when there are none).
     Read {
         kind: DeltaKind,
         id: JsonStr<'a>,
         delta: JsonStr<'a>,
         timestamp: Option<i64>,
+        members: Members<'a>,
         known: usize,
     },
     /// A content delta in this layout that the slow path must read (a field it renames).
@@ -319,32 +322,70 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
         return Layout::Other;
     };
     let known = c.position();
-    let members = &mut scratch.members;
-    members.clear();
-    let mut keys = [""; MAX_UNKNOWN_FIELDS];
+    let mut fields = [("", None); MAX_UNKNOWN_FIELDS];
     let mut unknown = 0;
     while let Some((key, value)) = c.member() {
-        if !is_plain_unknown(key) || unknown == MAX_UNKNOWN_FIELDS || keys[..unknown].contains(&key)
+        if !is_plain_unknown(key)
+            || unknown == MAX_UNKNOWN_FIELDS
+            || fields[..unknown].iter().any(|(k, _)| *k == key)
         {
             return Layout::Other;
         }
         if aliases.iter().any(|alias| alias == key) {
             return Layout::Refused;
         }
-        keys[unknown] = key;
+        fields[unknown] = (key, Some(value));
         unknown += 1;
-        open_member(members, key);
-        value.write_canonical(members);
     }
+    let end = c.position();
     if !c.accept(b"}") || !c.at_end() {
         return Layout::Other;
     }
+    let fields = &fields[..unknown];
+    // Integers and strings without escapes stand as serde_json writes them: the members text
+    // is then the event's own, between the known fields and the closing brace.
+    let canonical = fields.iter().all(|(_, value)| match value {
+        Some(Scalar::Str(s)) => s.plain().is_some(),
+        _ => true,
+    });
+    let members = match c.text_between(known + 1, end) {
+        Some(text) if canonical && unknown > 0 => Members::Own(text),
+        _ => {
+            let members = &mut scratch.members;
+            members.clear();
+            for (key, value) in fields {
+                open_member(members, key);
+                if let Some(value) = value {
+                    value.write_canonical(members);
+                }
+            }
+            Members::Scratch
+        }
+    };
     Layout::Read {
         kind,
         id,
         delta,
         timestamp,
+        members,
         known: if unknown > 0 { known } else { data.len() },
+    }
+}
+
+/// Where [`sdk_layout`] left an event's unknown fields' members text.
+enum Members<'a> {
+    /// In the event's own text.
+    Own(&'a str),
+    /// In the scratch buffer (when there are none, it is empty).
+    Scratch,
+}
+
+impl<'a> Members<'a> {
+    fn text(self, scratch: &'a Scratch) -> &'a str {
+        match self {
+            Members::Own(text) => text,
+            Members::Scratch => &scratch.members,
+        }
     }
 }
 
