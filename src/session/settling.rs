@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::SetOnce;
 
 /// See the module docs. One per gateway, shared by every adapter (their keys do not collide).
 #[derive(Debug)]
@@ -28,20 +28,22 @@ impl Default for Settling {
 struct Mark {
     /// Alive while the run's request or stream is.
     under_way: Weak<()>,
-    /// True once the mark is ended.
-    ended: watch::Receiver<bool>,
+    /// Set once the mark is ended. One per open turn: a `SetOnce` is a few words where a
+    /// `watch` channel keeps eight wakers' worth of room (about 300 bytes per open AAP stream).
+    ended: Arc<SetOnce<()>>,
 }
 
 /// Held by a run while it is under way.
 #[derive(Debug)]
 pub struct UnderWay(#[allow(dead_code)] Arc<()>);
 
-/// Held by the task that ends a mark; [`Ending::ended`] says it is done.
+/// Held by the task that ends a mark; [`Ending::ended`] says it is done, and so does its drop
+/// (the task is gone: nothing will end the mark later).
 #[derive(Debug)]
 pub struct Ending {
     key: String,
     under_way: Weak<()>,
-    ended: watch::Sender<bool>,
+    ended: Arc<SetOnce<()>>,
     settling: Arc<Settling>,
 }
 
@@ -62,19 +64,19 @@ impl Settling {
     /// Starts tracking the mark just taken on `key`.
     pub fn track(self: &Arc<Self>, key: &str) -> (UnderWay, Ending) {
         let under_way = Arc::new(());
-        let (ended_tx, ended) = watch::channel(false);
+        let ended = Arc::new(SetOnce::new());
         let weak = Arc::downgrade(&under_way);
         self.marks().insert(
             key.to_owned(),
             Mark {
                 under_way: weak.clone(),
-                ended,
+                ended: Arc::clone(&ended),
             },
         );
         let ending = Ending {
             key: key.to_owned(),
             under_way: weak,
-            ended: ended_tx,
+            ended,
             settling: Arc::clone(self),
         };
         (UnderWay(under_way), ending)
@@ -88,9 +90,9 @@ impl Settling {
             .marks()
             .get(key)
             .filter(|mark| mark.under_way.strong_count() == 0)
-            .map(|mark| mark.ended.clone());
-        if let Some(mut ended) = waiting {
-            let _ = tokio::time::timeout(self.bound, ended.wait_for(|e| *e)).await;
+            .map(|mark| Arc::clone(&mark.ended));
+        if let Some(ended) = waiting {
+            let _ = tokio::time::timeout(self.bound, ended.wait()).await;
         }
     }
 }
@@ -98,7 +100,14 @@ impl Settling {
 impl Ending {
     /// The mark is ended: whoever waits in [`Settling::settled`] goes on.
     pub fn ended(self) {
-        let _ = self.ended.send(true);
+        drop(self);
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        // Set only here, once: an error would mean it was set before.
+        let _ = self.ended.set(());
         let mut marks = self.settling.marks();
         if marks
             .get(&self.key)
@@ -106,5 +115,48 @@ impl Ending {
         {
             marks.remove(&self.key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A run that is over waits for its mark's end; a run still under way, or no mark, does
+    /// not wait; a dropped ending ends the wait too.
+    #[tokio::test]
+    async fn a_run_over_waits_for_its_mark_and_only_then() {
+        let settling = Arc::new(Settling::new(Duration::from_secs(5)));
+        let start = Instant::now();
+        settling.settled("none").await;
+        let (under_way, ending) = settling.track("k");
+        settling.settled("k").await;
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "under way: no wait"
+        );
+        drop(under_way);
+        let ender = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            ending.ended();
+        });
+        let waited = Instant::now();
+        settling.settled("k").await;
+        let waited = waited.elapsed();
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(4), "{waited:?}");
+        ender.await.unwrap();
+        assert!(settling.marks().is_empty(), "the ended mark is gone");
+        let (under_way, ending) = settling.track("k");
+        drop(under_way);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(ending);
+        });
+        let waited = Instant::now();
+        settling.settled("k").await;
+        assert!(waited.elapsed() < Duration::from_secs(4));
+        assert!(settling.marks().is_empty());
     }
 }
