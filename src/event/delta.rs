@@ -12,8 +12,7 @@
 use bytes::Bytes;
 
 use super::{
-    Event, EventBase, EventType, Extra, ReasoningMessageContent, Source, TextMessageContent,
-    ToolCallArgs,
+    Event, EventBase, Extra, ReasoningMessageContent, Source, TextMessageContent, ToolCallArgs,
 };
 use crate::json::JsonStr;
 
@@ -29,14 +28,6 @@ pub enum DeltaKind {
 }
 
 impl DeltaKind {
-    pub fn event_type(self) -> EventType {
-        match self {
-            DeltaKind::Text => EventType::TextMessageContent,
-            DeltaKind::Reasoning => EventType::ReasoningMessageContent,
-            DeltaKind::ToolArgs => EventType::ToolCallArgs,
-        }
-    }
-
     /// The delta of this kind for message or call `id`.
     pub fn event(self, id: String, delta: String, base: EventBase) -> Event {
         match self {

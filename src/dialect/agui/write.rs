@@ -217,7 +217,8 @@ impl AguiWriter {
         out.extend_from_slice(b"\n\n");
     }
 
-    /// Debug builds: a forwarded or hand-encoded frame is the same JSON value as the general encoding.
+    /// Debug builds: a forwarded or hand-encoded frame is the same JSON value as the general
+    /// encoding.
     fn check_forwarded(&self, frame: &[u8], event: impl FnOnce() -> Event) {
         if cfg!(debug_assertions) {
             let mut encoded = BytesMut::new();
