@@ -281,7 +281,17 @@ pub fn main() -> anyhow::Result<()> {
         .build()
         .context("could not start the async runtime")?;
     let result = match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(*args)),
+        // The server runs as a task on the runtime's workers, not on this thread: the
+        // connections its accept loop spawns then start on the worker that accepted them,
+        // without waking another thread (one wake-up and two context switches per connection
+        // less; a first event reaches a new client sooner).
+        Command::Serve(args) => runtime.block_on(async {
+            match tokio::spawn(serve(*args)).await {
+                Ok(served) => served,
+                Err(joined) if joined.is_panic() => std::panic::resume_unwind(joined.into_panic()),
+                Err(joined) => Err(anyhow::anyhow!("the server task was cancelled: {joined}")),
+            }
+        }),
         Command::Translate(args) => translate(args),
         Command::Check(args) => check(args),
         Command::DemoAgent(args) => runtime.block_on(demo_agent(args)),
