@@ -235,15 +235,10 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The text from `start` to `end`, positions the cursor has been at. `None` when the data
-    /// is not UTF-8, or either is not on a character boundary.
+    /// The text from `start` to `end`, positions the cursor has been at (quotes, digits,
+    /// commas: on character boundaries). `None` when the data is not UTF-8, or either
+    /// position is not on a boundary.
     pub fn text_between(&mut self, start: usize, end: usize) -> Option<&'a str> {
-        self.text(start, end)
-    }
-
-    /// The text from `start` to `end`: both are at ASCII bytes (quotes, digits), so on
-    /// character boundaries. `None` when the data is not UTF-8.
-    fn text(&mut self, start: usize, end: usize) -> Option<&'a str> {
         let text = match self.text {
             Some(text) => text,
             None => *self
@@ -273,7 +268,7 @@ impl<'a> Cursor<'a> {
     /// quote.
     pub fn string_rest(&mut self) -> Option<JsonStr<'a>> {
         let (end, escaped) = string_end(self.bytes, self.at)?;
-        let raw = self.text(self.at, end)?;
+        let raw = self.text_between(self.at, end)?;
         self.at = end + 1;
         Some(JsonStr { raw, escaped })
     }
@@ -283,7 +278,7 @@ impl<'a> Cursor<'a> {
     pub fn plain_run(&mut self) -> Option<&'a str> {
         let len = plain_len(&self.bytes[self.at..]);
         // Ends before a quote, a backslash or a control character, or at the end.
-        let run = self.text(self.at, self.at + len)?;
+        let run = self.text_between(self.at, self.at + len)?;
         self.at += len;
         Some(run)
     }
@@ -315,7 +310,7 @@ impl<'a> Cursor<'a> {
             return Some((key, Scalar::Str(self.string_rest()?)));
         }
         let (n, end) = integer(self.bytes, self.at)?;
-        let text = self.text(self.at, end)?;
+        let text = self.text_between(self.at, end)?;
         self.at = end;
         Some((key, Scalar::Int(n, text)))
     }
