@@ -17,6 +17,8 @@ use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
 pub const SCENARIO: &str = "a. latency";
+/// CPU time of the process in the middle over the whole schedule, per content event passed.
+pub const CPU_PER_EVENT: &str = "CPU per event, process in the middle";
 /// Streams started per second.
 const RATE: u64 = 100;
 /// Content events per stream.
@@ -67,8 +69,17 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
                 _ => None,
             };
             let started = std::time::Instant::now();
+            let cpu_before = sut.proc.as_ref().and_then(|p| p.cpu_ns().ok());
             let r = one(sut.target, measured, comparator, figures).await;
             let secs = started.elapsed().as_secs_f64();
+            let cpu_after = sut.proc.as_ref().and_then(|p| p.cpu_ns().ok());
+            if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
+                if r.all_events > 0 {
+                    // Warm-up streams included: their events cost the same.
+                    let per_event = after.saturating_sub(before) as f64 / 1e3 / r.all_events as f64;
+                    figures.push(SCENARIO, comparator.label(), CPU_PER_EVENT, "µs", per_event);
+                }
+            }
             if let (Some((tracer, data)), Some(dir)) = (perf, &ctx.perf_dir) {
                 tracer.finish(Duration::from_secs(60)).await?;
                 let side = serde_json::json!({

@@ -104,10 +104,41 @@ impl Proc {
         rss_kib(self.child.id())
     }
 
+    /// Nanoseconds its threads have run on a CPU so far (`/proc/PID/task/*/schedstat`).
+    pub fn cpu_ns(&self) -> anyhow::Result<u64> {
+        let mut total = 0;
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.child.id()))? {
+            let stat = std::fs::read_to_string(task?.path().join("schedstat"))?;
+            total += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .ok_or_else(|| anyhow!("no run time in schedstat"))?;
+        }
+        Ok(total)
+    }
+
     /// Kills the process and waits for it.
     pub async fn stop(self) {
         drop(self);
     }
+}
+
+/// Busy and total jiffies of one CPU so far (`/proc/stat`): busy is everything but idle
+/// and I/O wait.
+pub fn cpu_jiffies(cpu: u32) -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let name = format!("cpu{cpu}");
+    let fields: Vec<u64> = stat
+        .lines()
+        .find_map(|l| l.strip_prefix(&name).filter(|rest| rest.starts_with(' ')))
+        .ok_or_else(|| anyhow!("no {name} in /proc/stat"))?
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    Ok((total - idle, total))
 }
 
 pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {

@@ -419,7 +419,8 @@ the first second are warm-up and not measured. TTFE is from the request to the f
 marker (AAP: from the turn POST; session creation is not included; no TTFE target for AAP \
 message mode, whose first content event is the whole message at the end of the run). *added* = \
 comparator − direct, and gateway − nginx, of the same run per percentile; the median of those \
-per-run differences is shown.
+per-run differences is shown. *CPU per event*: the run time of the process in the middle's \
+threads (`/proc/PID/task/*/schedstat`) over the whole schedule ÷ the content events it passed.
 - b. throughput: unpaced mock, 100-byte content events (33-byte deltas); one stream of 200,000 \
 events per comparator and shape (every direction the same count: 200,000 × 33 bytes is 6.6 MB of \
 AAP session history, under its 8 MiB default cap), no warm-up stream; then 100 streams of 2,000 \
@@ -427,7 +428,11 @@ events in a closed loop (one event per chunk). events/s = content events of corr
 wall time. Per run, each proxy's rate ÷ nginx's and ÷ direct's of the same run; the median of \
 those per-run ratios is shown. Direct is the ceiling of the upstream and client sharing CPU 0; a \
 comparator within 10 % of it is limited by the rig, not by itself (nginx, which gathers many \
-chunks into each of its writes, can pass direct: the client then reads fewer, larger frames).
+chunks into each of its writes, can pass direct: the client then reads fewer, larger frames). \
+*CPU busy* over each single stream: the share of its wall time the process in the middle ran \
+(its threads' run time) and the share CPU 0 was busy (`/proc/stat`, all but idle and I/O wait); \
+when CPU 0 is full and the proxy is not, the upstream and client set the pace and the proxies' \
+ratio is a tie within the rig's noise.
 - e. Python SDK upstream: one stream of 50,000 100-byte content events from the SDK agent per \
 comparator, reported like b.
 - f. syscalls per event: `strace -f -c -p <pid>` attached to the process in the middle (and to \

@@ -59,9 +59,11 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         let mut rates = HashMap::new();
         for comparator in ctx.order(run) {
             let sut = rig::start(ctx, comparator, agent.addr).await?;
+            let busy = throughput::Busy::start(&sut, &ctx.layout);
             let (rate, errors) = throughput::one_stream(sut.target, events).await;
-            sut.stop().await;
             let label = comparator.label();
+            busy.finish(&sut, figures, SCENARIO, label, NAME);
+            sut.stop().await;
             figures.push(SCENARIO, label, &throughput::rate(NAME), "events/s", rate);
             figures.push(
                 SCENARIO,

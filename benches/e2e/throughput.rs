@@ -16,7 +16,8 @@ use crate::client::{self, Target};
 use crate::figures::Figures;
 use crate::mock::{Chunking, Script};
 use crate::procs;
-use crate::rig::{self, Comparator, Ctx};
+use crate::procs::Layout;
+use crate::rig::{self, Comparator, Ctx, Sut};
 
 pub const SCENARIO: &str = "b. throughput";
 /// Delta size that makes a content event's whole `data: ...\n\n` line 100 bytes.
@@ -77,6 +78,56 @@ pub fn over_nginx(name: &str) -> String {
 pub fn over_direct(name: &str) -> String {
     format!("{name}: ÷ direct")
 }
+/// The share of the stream's wall time the process in the middle ran on its CPU.
+pub fn busy_middle(name: &str) -> String {
+    format!("{name}: CPU busy, process in the middle")
+}
+/// The share of the stream's wall time CPU 0 (the upstream and the client) was busy.
+pub fn busy_rig(name: &str) -> String {
+    format!("{name}: CPU busy, CPU 0 (upstream and client)")
+}
+
+/// How busy the two sides of the rig were over one measurement: the process in the middle
+/// (its threads' run time) and CPU 0, which the upstream and the client share. A proxy well
+/// short of 100 % while CPU 0 is full did not set the pace.
+pub struct Busy {
+    started: Instant,
+    middle: Option<u64>,
+    rig: Option<(u64, u64)>,
+}
+
+impl Busy {
+    pub fn start(sut: &Sut, layout: &Layout) -> Busy {
+        Busy {
+            started: Instant::now(),
+            middle: sut.proc.as_ref().and_then(|p| p.cpu_ns().ok()),
+            rig: layout.pinned.then(|| procs::cpu_jiffies(0).ok()).flatten(),
+        }
+    }
+
+    /// Records both shares, in %, under `name` for `label`.
+    pub fn finish(
+        self,
+        sut: &Sut,
+        figures: &mut Figures,
+        scenario: &'static str,
+        label: &str,
+        name: &str,
+    ) {
+        let wall = self.started.elapsed().as_nanos() as f64;
+        let middle = sut.proc.as_ref().and_then(|p| p.cpu_ns().ok());
+        if let (Some(before), Some(after)) = (self.middle, middle) {
+            let share = 100.0 * after.saturating_sub(before) as f64 / wall;
+            figures.push(scenario, label, &busy_middle(name), "%", share);
+        }
+        if let (Some((busy0, total0)), Ok((busy1, total1))) = (self.rig, procs::cpu_jiffies(0)) {
+            if total1 > total0 {
+                let share = 100.0 * busy1.saturating_sub(busy0) as f64 / (total1 - total0) as f64;
+                figures.push(scenario, label, &busy_rig(name), "%", share);
+            }
+        }
+    }
+}
 
 fn script(events: u64, shape: Shape) -> Script {
     Script {
@@ -104,9 +155,11 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
                 let sut = rig::start(ctx, comparator, mock.addr).await?;
                 // No warm-up stream: one stream lasts a quarter of a second at least, the
                 // first connection's setup well under a millisecond.
+                let busy = Busy::start(&sut, &ctx.layout);
                 let (rate, errors) = one_stream(sut.target, long).await;
-                sut.stop().await;
                 let label = comparator.label();
+                busy.finish(&sut, figures, SCENARIO, label, shape.name);
+                sut.stop().await;
                 figures.push(SCENARIO, label, &self::rate(shape.name), "events/s", rate);
                 figures.push(
                     SCENARIO,
