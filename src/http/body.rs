@@ -178,8 +178,12 @@ where
     record: StreamRecord,
     started: Instant,
     heartbeats: u64,
-    /// The end-of-stream line has been logged.
+    /// The end has been recorded (metrics, the owner told).
     logged: bool,
+    /// How the stream ended and how long it took, until its lines are logged: when the body
+    /// is dropped, after its last frame went out, so that a write to the log does not stand
+    /// between the run's last events and the client.
+    unlogged: Option<(Outcome, Duration)>,
     /// What the last frame waits for ([`RunOwner::ended`]).
     holding: Option<Hold>,
 }
@@ -230,6 +234,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             started: now,
             heartbeats: 0,
             logged: false,
+            unlogged: None,
             holding: None,
         }
     }
@@ -245,17 +250,36 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         self.record_end(outcome);
     }
 
-    /// Records the end once: the metrics, and the one `info` line per stream.
+    /// Records the end once: the owner told, the metrics; its lines wait for [`Self::log_end`].
     fn record_end(&mut self, outcome: Outcome) {
         if std::mem::replace(&mut self.logged, true) {
             return;
         }
-        let span = self.span.clone();
-        let _entered = span.enter();
-        let hold = self.owner.ended(&mut self.pipeline, outcome);
+        let hold = self
+            .span
+            .in_scope(|| self.owner.ended(&mut self.pipeline, outcome));
         if outcome != Outcome::Cancelled {
             self.holding = hold;
         }
+        let duration = self.started.elapsed();
+        self.record.finish(StreamEnd {
+            outcome,
+            code: self.pipeline.failure().map(ErrorCode::label),
+            stats: self.pipeline.stats(),
+            notes: self.pipeline.note_counts(),
+            heartbeats: self.heartbeats,
+            duration,
+        });
+        self.unlogged = Some((outcome, duration));
+    }
+
+    /// The stream's lines, once its end is recorded: one per kind of note, and the one `info`
+    /// line per stream.
+    fn log_end(&mut self) {
+        let Some((outcome, duration)) = self.unlogged.take() else {
+            return;
+        };
+        let _entered = self.span.enter();
         // One line per kind and stream. Content a reader would have seen is a warning that
         // names it (AG-UI 1.1: a lossy translation must say what it lost); repairs that lose
         // nothing, and drops of what carried nothing, stay at debug.
@@ -274,17 +298,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             }
         }
         let stats = self.pipeline.stats();
-        let failure = self.pipeline.failure();
-        let duration = self.started.elapsed();
-        self.record.finish(StreamEnd {
-            outcome,
-            code: failure.map(ErrorCode::label),
-            stats,
-            notes: self.pipeline.note_counts(),
-            heartbeats: self.heartbeats,
-            duration,
-        });
-        let code = failure.map(ErrorCode::as_str);
+        let code = self.pipeline.failure().map(ErrorCode::as_str);
         tracing::info!(
             outcome = outcome.as_str(),
             code = code.as_deref().unwrap_or(""),
@@ -525,6 +539,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Drop for TranslatingBody<R, W, O> 
         // Dropped before its end: the client went away (hyper drops the body), which also
         // dropped the upstream body and so closed the upstream connection.
         self.record_end(Outcome::Cancelled);
+        self.log_end();
     }
 }
 

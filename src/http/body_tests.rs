@@ -411,3 +411,57 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
         "told once"
     );
 }
+
+/// What a `fmt` subscriber writes, kept for the test to read.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stream_ended_line_is_written_once_the_last_frame_has_left() {
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let mut body = body(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
+    let mut last = String::new();
+    while !body.is_end_stream() {
+        let Some(Ok(frame)) = body.frame().await else {
+            panic!("the body ended before saying so");
+        };
+        last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    }
+    assert!(last.contains("RUN_FINISHED"), "{last}");
+    // The run is over and its last frame is out; the line waits for the body to go.
+    assert!(!logs.text().contains("stream ended"), "{}", logs.text());
+    drop(body);
+    let text = logs.text();
+    assert_eq!(text.matches("stream ended").count(), 1, "{text}");
+    assert!(text.contains("outcome=\"completed\""), "{text}");
+}
