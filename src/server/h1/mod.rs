@@ -387,7 +387,7 @@ async fn write_body<W: AsyncWrite + Unpin>(
             }
             Step::End => {
                 let end: &[u8] = if framing == Outgoing::Chunked {
-                    b"0\r\n\r\n"
+                    LAST_CHUNK
                 } else {
                     b""
                 };
@@ -402,38 +402,58 @@ async fn write_body<W: AsyncWrite + Unpin>(
                 return Ok(true);
             }
             Step::Data(data) => {
+                // A stream's last events and its end usually come in one read: when the body
+                // says nothing follows, the last chunk takes the end along (one write, one
+                // wake-up of the client, instead of two).
+                let last = framing == Outgoing::Chunked && body.is_end_stream();
                 match head.take() {
                     Some(mut head) => {
                         if framing == Outgoing::Chunked {
                             put_chunk(&mut head, &data);
+                            if last {
+                                head.extend_from_slice(LAST_CHUNK);
+                            }
                         } else {
                             head.extend_from_slice(&data);
                         }
                         writer.write_all(&head).await?;
                     }
-                    None if framing == Outgoing::Chunked => write_chunk(writer, &data).await?,
+                    None if framing == Outgoing::Chunked => {
+                        write_chunk(writer, &data, last).await?
+                    }
                     None => writer.write_all(&data).await?,
                 }
                 writer.flush().await?;
+                if last {
+                    return Ok(true);
+                }
             }
         }
     }
 }
 
-/// One chunk: its size line, its data and its CRLF, in one write.
-async fn write_chunk<W: AsyncWrite + Unpin>(writer: &mut W, data: &[u8]) -> io::Result<()> {
+/// The last chunk of a chunked body, without trailers (RFC 9112 §7.1).
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// One chunk: its size line, its data and its CRLF, in one write; with the last chunk after
+/// it when `last`.
+async fn write_chunk<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    data: &[u8],
+    last: bool,
+) -> io::Result<()> {
+    let end: &[u8] = if last { b"\r\n0\r\n\r\n" } else { b"\r\n" };
     if !writer.is_write_vectored() {
-        let mut whole = BytesMut::with_capacity(data.len() + 20);
-        put_chunk(&mut whole, data);
+        let mut whole = BytesMut::with_capacity(data.len() + 20 + LAST_CHUNK.len());
+        let mut line = [0u8; 20];
+        whole.put_slice(size_line(&mut line, data.len()));
+        whole.put_slice(data);
+        whole.put_slice(end);
         return writer.write_all(&whole).await;
     }
     let mut line = [0u8; 20];
     let line = size_line(&mut line, data.len());
-    let mut slices = [
-        IoSlice::new(line),
-        IoSlice::new(data),
-        IoSlice::new(b"\r\n"),
-    ];
+    let mut slices = [IoSlice::new(line), IoSlice::new(data), IoSlice::new(end)];
     let mut slices = &mut slices[..];
     while !slices.is_empty() {
         let written = writer.write_vectored(slices).await?;

@@ -258,6 +258,124 @@ async fn a_streamed_body_is_written_chunk_by_chunk_as_it_comes_then_ended() {
     read_until(&mut client, &mut seen, "\r\n0\r\n\r\n").await;
 }
 
+/// A body whose one frame comes from `frame`, after which it says it has ended.
+struct Finale {
+    frame: oneshot::Receiver<Bytes>,
+    done: bool,
+}
+
+impl Body for Finale {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let frame = std::task::ready!(Pin::new(&mut self.frame).poll(cx));
+        self.done = true;
+        Poll::Ready(frame.ok().map(|data| Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+/// The server end of a pipe, counting the writes that wrote something.
+struct Counted {
+    io: DuplexStream,
+    writes: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+        }
+        written
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let server = Counted {
+        io: server,
+        writes: writes.clone(),
+    };
+    let (send, frame) = oneshot::channel();
+    let body = std::sync::Mutex::new(Some(Finale { frame, done: false }));
+    let drain = Drain::new();
+    let watcher = drain.watcher();
+    let _served = tokio::spawn(serve(
+        server,
+        BytesMut::new(),
+        settings(),
+        watcher,
+        move |_| {
+            // The stream first, then a plain answer.
+            let body = match body.lock().unwrap().take() {
+                Some(stream) => stream.boxed_unsync(),
+                None => Full::new(Bytes::from("next")).boxed_unsync(),
+            };
+            async move { Response::new(body) }
+        },
+        || {},
+    ));
+    client
+        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
+    let before = writes.load(Ordering::SeqCst);
+    send.send(Bytes::from("data: last\n\n")).unwrap();
+    read_until(&mut client, &mut seen, "c\r\ndata: last\n\n\r\n0\r\n\r\n").await;
+    assert_eq!(
+        writes.load(Ordering::SeqCst) - before,
+        1,
+        "one write for both"
+    );
+    // The connection is kept for the next request.
+    client
+        .write_all(b"GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let rest = read_to_end(&mut client).await;
+    assert!(
+        rest.starts_with("HTTP/1.1 200") && rest.ends_with("next"),
+        "{rest}"
+    );
+}
+
 #[tokio::test]
 async fn the_client_leaving_drops_the_response_whether_streaming_or_awaited() {
     // Streaming: the body is dropped once the client closes.
