@@ -47,6 +47,7 @@ use tokio::time::Instant;
 use tracing::Span;
 
 use super::deadline::Deadline;
+pub use super::drain_deadline::DrainSignal;
 
 use crate::dialect::{AnyReader, AnyWriter, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
@@ -67,9 +68,6 @@ const FRAMES_PER_POLL: usize = 256;
 
 /// Output gathered from ready upstream frames before it leaves as one frame.
 pub const OUT_BUDGET: usize = 16 * 1024;
-
-/// Resolves when open streams must end (the drain deadline after a shutdown signal).
-pub type DrainSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A request being opened: the upstream body and its framing, or why it could not be had.
 pub type OpenFuture =
@@ -413,7 +411,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             return Poll::Ready(Some(Ok(Frame::data(frame))));
         }
         // Checked first: an upstream that always has data must not hide the shutdown deadline.
-        if this.upstream.is_some() && this.drain.as_mut().poll(cx).is_ready() {
+        if this.upstream.is_some() && this.drain.poll_reached(cx).is_ready() {
             tracing::warn!(parent: &this.span, "drain deadline reached; ending the stream");
             let failure = Failure::new(
                 ErrorCode::GatewayShutdown,

@@ -81,6 +81,17 @@ where
     TranslatingBody::new(Source::Body(upstream.boxed_unsync()), pipeline, (), parts)
 }
 
+/// The signal of a drain deadline reached `after` from now (by a task of its own).
+fn reached_after(after: Duration) -> DrainSignal {
+    let deadline = super::super::drain_deadline::DrainDeadline::new();
+    let signal = deadline.signal();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        deadline.reach();
+    });
+    signal
+}
+
 fn scripted(steps: Vec<Step>, silent_at_end: bool) -> ScriptBody {
     ScriptBody {
         steps: steps.into(),
@@ -90,10 +101,7 @@ fn scripted(steps: Vec<Step>, silent_at_end: bool) -> ScriptBody {
 }
 
 fn body(steps: Vec<Step>, silent_at_end: bool) -> TranslatingBody {
-    translating(
-        scripted(steps, silent_at_end),
-        Box::pin(std::future::pending()),
-    )
+    translating(scripted(steps, silent_at_end), DrainSignal::never())
 }
 
 /// Every frame as text, in order.
@@ -277,8 +285,10 @@ async fn after_an_error_nothing_but_a_new_run_is_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn the_drain_deadline_ends_the_stream_with_gateway_shutdown() {
-    let drain = Box::pin(tokio::time::sleep(Duration::from_secs(25)));
-    let body = translating(scripted(vec![Step::Data(STARTED)], true), drain);
+    let body = translating(
+        scripted(vec![Step::Data(STARTED)], true),
+        reached_after(Duration::from_secs(25)),
+    );
     let out = frames(body).await;
     assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(out.last().unwrap().contains("GATEWAY_SHUTDOWN"));
@@ -310,7 +320,7 @@ fn flood_body(frame: &'static str, drain: DrainSignal) -> TranslatingBody {
 #[tokio::test(start_paused = true)]
 async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
     let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
-    let mut body = flood_body(event, Box::pin(tokio::time::sleep(Duration::from_secs(1))));
+    let mut body = flood_body(event, reached_after(Duration::from_secs(1)));
     let mut frames = 0;
     let mut last = String::new();
     while let Some(frame) = body.frame().await {
@@ -327,7 +337,7 @@ async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
 
 #[tokio::test(start_paused = true)]
 async fn a_comment_flood_yields_instead_of_spinning() {
-    let mut body = flood_body(": noise\n\n", Box::pin(std::future::pending()));
+    let mut body = flood_body(": noise\n\n", DrainSignal::never());
     let mut cx = Context::from_waker(std::task::Waker::noop());
     assert!(
         matches!(
@@ -376,7 +386,7 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
             idle_timeout: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(10),
         },
-        drain: Box::pin(std::future::pending()),
+        drain: DrainSignal::never(),
         span: tracing::Span::none(),
         record: crate::telemetry::metrics::Metrics::new().stream_started("/"),
     };

@@ -16,11 +16,14 @@
 //! - [`stall`]: the guard that gives up a client whose writes stay blocked.
 //! - [`clock`]: the wall clock handed to the pure converters.
 //! - [`deadline`]: the idle and heartbeat timers, cheap to move for every event.
+//! - [`drain_deadline`]: the drain deadline every open stream ends at, cheap to check on every
+//!   poll.
 
 pub mod body;
 pub mod client_body;
 pub mod clock;
 pub mod deadline;
+pub mod drain_deadline;
 pub mod h1;
 pub mod headers;
 pub mod relay;

@@ -11,13 +11,11 @@ use std::time::Duration;
 use http::header;
 use http_body_util::BodyExt;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::watch;
 use tracing::Span;
 
-use super::body::{
-    DrainSignal, RunOwner, Source, StreamParts, StreamTimers, TranslatingBody, UpstreamBody,
-};
+use super::body::{RunOwner, Source, StreamParts, StreamTimers, TranslatingBody, UpstreamBody};
 use super::clock;
+use super::drain_deadline::DrainDeadline;
 use super::headers::{self, ForwardPolicy, Proto};
 use super::request_id::{RequestId, X_REQUEST_ID};
 use super::upstream::UpstreamClient;
@@ -51,8 +49,8 @@ pub struct Relay {
     /// What each route's upstream requests carry as `Authorization`.
     credentials: Arc<Credentials>,
     mappings: Mappings,
-    /// Flips to true at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
-    draining: watch::Receiver<bool>,
+    /// Reached at the drain deadline; open streams then end with `GATEWAY_SHUTDOWN`.
+    drain_deadline: DrainDeadline,
     metrics: Arc<Metrics>,
     /// Peers whose forwarding headers are believed.
     trusted_proxies: Arc<TrustedProxies>,
@@ -63,7 +61,7 @@ impl Relay {
         routes: &[Route],
         mappings: Mappings,
         metrics: Arc<Metrics>,
-        draining: watch::Receiver<bool>,
+        drain_deadline: DrainDeadline,
         trusted_proxies: TrustedProxies,
     ) -> Relay {
         let mut clients = HashMap::new();
@@ -81,7 +79,7 @@ impl Relay {
             headers_seconds: Arc::new(headers_seconds),
             credentials: Arc::new(Credentials::new(routes)),
             mappings,
-            draining,
+            drain_deadline,
             metrics,
             trusted_proxies: Arc::new(trusted_proxies),
         }
@@ -236,7 +234,7 @@ impl Relay {
         // rather than cut with its connection.
         let response = tokio::select! {
             response = posted => response?,
-            () = deadline(self.draining.clone()) => {
+            () = self.drain_deadline.signal() => {
                 return Err(Failure::new(
                     ErrorCode::GatewayShutdown,
                     "the gateway is shutting down; retry on another instance",
@@ -301,7 +299,7 @@ impl Relay {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
         };
-        let drain: DrainSignal = Box::pin(deadline(self.draining.clone()));
+        let drain = self.drain_deadline.signal();
         let parts = StreamParts {
             timers,
             drain,
@@ -309,13 +307,6 @@ impl Relay {
             record: self.metrics.stream_started(&route.path),
         };
         TranslatingBody::new(source, pipeline, owner, parts)
-    }
-}
-
-/// Resolves at the drain deadline; never, when no drain can come (the sender is gone).
-async fn deadline(mut draining: watch::Receiver<bool>) {
-    if draining.wait_for(|d| *d).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 

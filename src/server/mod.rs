@@ -73,6 +73,7 @@ use crate::dialect::{input_for_upstream, read_request, Dialect};
 use crate::error::{ErrorCode, Failure, Fault};
 use crate::http::body::Source;
 use crate::http::client_body::ClientBody;
+use crate::http::drain_deadline::DrainDeadline;
 use crate::http::relay::Relay;
 use crate::http::request_body::{read_body, BodyBudget};
 use crate::http::request_id::RequestId;
@@ -118,8 +119,8 @@ struct Lasting {
     /// The global `max_streams` count, without route caps: what the first configuration's
     /// caps are built from.
     streams: Streams,
-    /// Flips to true at the drain deadline (`Relay`).
-    deadline: tokio::sync::watch::Receiver<bool>,
+    /// Reached at the drain deadline (`Relay`).
+    deadline: DrainDeadline,
 }
 
 impl Gateway {
@@ -196,7 +197,7 @@ pub struct Server {
     reloader: Reloader,
     listener: TcpListener,
     shared: Shared,
-    deadline: tokio::sync::watch::Sender<bool>,
+    deadline: DrainDeadline,
 }
 
 impl Server {
@@ -209,7 +210,7 @@ impl Server {
         shared: Shared,
         store: Arc<dyn Store>,
     ) -> Server {
-        let (deadline, deadline_rx) = tokio::sync::watch::channel(false);
+        let deadline = DrainDeadline::new();
         shared.metrics.watch_store(&store);
         let lasting = Lasting {
             streams: Streams::new(config.admission.max_streams, &[], &shared.metrics),
@@ -217,7 +218,7 @@ impl Server {
             settling: Arc::new(Settling::new(config.store.timeout)),
             store,
             metrics: Arc::clone(&shared.metrics),
-            deadline: deadline_rx,
+            deadline: deadline.clone(),
         };
         let router = Router::build(Gateway::build(config, &lasting, &lasting.streams));
         let routers: Routers = Arc::new(ArcSwap::from_pointee(router));
@@ -340,7 +341,7 @@ impl Server {
             // Streams write their terminal event, requests still waiting for upstream headers
             // are answered 503; the connections then close, which resolves `drained`. The grace
             // only bounds a client that stopped reading.
-            let _ = deadline.send(true);
+            deadline.reach();
             if tokio::time::timeout(DEADLINE_GRACE, drained).await.is_err() {
                 tracing::warn!("connections still open after the drain grace are dropped");
             }
