@@ -16,8 +16,8 @@
 //! 4. with the upstream pending and nothing to send, the idle timer (fires →
 //!    `UPSTREAM_IDLE_TIMEOUT`, or between runs — every run the stream carried ended — a clean
 //!    end) and the heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when
-//!    every source (drain signal included) has registered the waker. Both timers are
-//!    [`Deadline`]s: moving them per frame costs a store, not a timer-wheel lock.
+//!    every source (drain signal included) has registered the waker. Both timers share one
+//!    sleep ([`Deadlines`]): moving them per frame costs a store, not a timer-wheel lock.
 //!
 //! A run may span several upstream requests (an AAP agent's turns): the body then starts from
 //! a future that opens the first one, and its [`RunOwner`] decides at each hand-over
@@ -46,7 +46,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use tokio::time::Instant;
 use tracing::Span;
 
-use super::deadline::Deadline;
+use super::deadline::{Deadlines, Due};
 pub use super::drain_deadline::DrainSignal;
 
 use crate::dialect::{AnyReader, AnyWriter, Reader, Writer};
@@ -161,8 +161,8 @@ where
     owner: O,
     pipeline: Pipeline<R, W>,
     timers: StreamTimers,
-    idle: Deadline,
-    heartbeat: Deadline,
+    /// The idle timeout and the heartbeat.
+    deadlines: Deadlines,
     drain: DrainSignal,
     /// A frame waiting to go out before anything else.
     waiting: Option<Bytes>,
@@ -220,8 +220,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             owner,
             pipeline,
             timers,
-            idle: Deadline::new(now + timers.idle_timeout),
-            heartbeat: Deadline::new(now + timers.heartbeat_interval),
+            deadlines: Deadlines::new(now + timers.idle_timeout, now + timers.heartbeat_interval),
             drain,
             waiting,
             waiting_events,
@@ -384,8 +383,6 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             return None;
         }
         self.settled = 0;
-        let deadline = Instant::now() + self.timers.heartbeat_interval;
-        self.heartbeat.set(deadline);
         // What the pipeline writes is events, never comments.
         self.record.first_event();
         Some(self.out.split().freeze())
@@ -420,6 +417,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             return this.fail(failure, cx);
         }
         let mut frames = 0;
+        // The clock, read once per poll when the upstream first gave something.
+        let mut read_at = None;
         loop {
             let Some(source) = this.upstream.as_mut() else {
                 return this.poll_last(cx);
@@ -429,7 +428,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     Poll::Ready(Ok((body, framing))) => {
                         this.pipeline.resume(framing);
                         this.upstream = Some(Source::Body(body));
-                        this.idle.set(Instant::now() + this.timers.idle_timeout);
+                        let now = *read_at.get_or_insert_with(Instant::now);
+                        this.deadlines.set_idle(now + this.timers.idle_timeout);
                         continue;
                     }
                     Poll::Ready(Err(failure)) => return this.fail(failure, cx),
@@ -441,7 +441,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                 Some(Poll::Ready(Some(Ok(frame)))) => {
                     if frames == 0 {
                         // Once per poll: every frame of this poll arrived by now.
-                        this.idle.set(Instant::now() + this.timers.idle_timeout);
+                        let now = *read_at.get_or_insert_with(Instant::now);
+                        this.deadlines.set_idle(now + this.timers.idle_timeout);
                     }
                     frames += 1;
                     this.settled = this.out.len();
@@ -478,7 +479,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         break;
                     }
                     // An opening request has its own timeouts; only a silent body is idle.
-                    if pending.is_some() && this.idle.poll(cx).is_ready() {
+                    if ready!(this.deadlines.poll(cx, pending.is_some())) == Due::Idle {
                         if this.pipeline.between_runs() {
                             // Every run ended and the upstream only lingers: the stream ends
                             // here, cleanly, as if the upstream had closed it.
@@ -495,7 +496,6 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         );
                         return this.fail(failure, cx);
                     }
-                    ready!(this.heartbeat.poll(cx));
                     // Quiet for a heartbeat interval: the buffers between events go until the
                     // next ones (an idle stream's memory is then its state alone).
                     this.pipeline.release();
@@ -504,7 +504,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     }
                     this.heartbeats += 1;
                     let deadline = Instant::now() + this.timers.heartbeat_interval;
-                    this.heartbeat.set(deadline);
+                    this.deadlines.set_heartbeat(deadline);
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                         HEARTBEAT_COMMENT,
                     )))));
@@ -512,6 +512,9 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             }
         }
         if let Some(frame) = this.take_output() {
+            let now = read_at.unwrap_or_else(Instant::now);
+            this.deadlines
+                .set_heartbeat(now + this.timers.heartbeat_interval);
             return Poll::Ready(Some(Ok(Frame::data(frame))));
         }
         // Many upstream frames in a row produced nothing to send (comments, partial events),

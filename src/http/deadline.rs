@@ -1,9 +1,11 @@
-//! [`Deadline`]: a timer whose deadline moves with every event and fires rarely (a stream's
-//! idle timeout and heartbeat).
+//! [`Deadlines`]: a stream's two timers, its idle timeout and its heartbeat, whose deadlines
+//! move with every event and fire rarely, on one tokio [`Sleep`].
 //!
 //! Re-arming a tokio [`Sleep`] takes the timer wheel's lock; done for every event it was the
 //! largest cost on the per-event path after the writes. A moved deadline is a store here; the
-//! sleep is re-armed only when it fires before the deadline, or when the deadline moves earlier.
+//! sleep is re-armed only when it fires before the deadlines, or when the nearer one moves
+//! earlier than it. One sleep for both timers: a stream waiting for its upstream polls one
+//! timer, not two.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,36 +15,60 @@ use tokio::time::{Instant, Sleep};
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct Deadline {
-    at: Instant,
+pub struct Deadlines {
+    idle: Instant,
+    heartbeat: Instant,
     sleep: Pin<Box<Sleep>>,
 }
 
-impl Deadline {
-    pub fn new(at: Instant) -> Deadline {
-        Deadline {
-            at,
-            sleep: Box::pin(tokio::time::sleep_until(at)),
+/// Which deadline has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    Idle,
+    Heartbeat,
+}
+
+impl Deadlines {
+    pub fn new(idle: Instant, heartbeat: Instant) -> Deadlines {
+        Deadlines {
+            idle,
+            heartbeat,
+            sleep: Box::pin(tokio::time::sleep_until(idle.min(heartbeat))),
         }
     }
 
-    /// Moves the deadline to `at`.
-    pub fn set(&mut self, at: Instant) {
-        if at < self.sleep.deadline() {
-            self.sleep.as_mut().reset(at);
-        }
-        self.at = at;
+    /// Moves the idle deadline to `at`.
+    pub fn set_idle(&mut self, at: Instant) {
+        self.idle = at;
     }
 
-    /// Ready once the deadline has passed; registers the waker otherwise.
-    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Moves the heartbeat deadline to `at`.
+    pub fn set_heartbeat(&mut self, at: Instant) {
+        self.heartbeat = at;
+    }
+
+    /// Ready with the deadline that has passed, the idle one first; the idle deadline counts
+    /// only when `idle_counts`. Registers the waker otherwise.
+    pub fn poll(&mut self, cx: &mut Context<'_>, idle_counts: bool) -> Poll<Due> {
+        let next = if idle_counts {
+            self.idle.min(self.heartbeat)
+        } else {
+            self.heartbeat
+        };
+        if self.sleep.deadline() > next {
+            self.sleep.as_mut().reset(next);
+        }
         loop {
             ready!(self.sleep.as_mut().poll(cx));
-            if self.sleep.deadline() >= self.at {
-                return Poll::Ready(());
+            let fired = self.sleep.deadline();
+            if idle_counts && fired >= self.idle {
+                return Poll::Ready(Due::Idle);
             }
-            // Fired for a deadline that has since moved on: sleep until the new one.
-            self.sleep.as_mut().reset(self.at);
+            if fired >= self.heartbeat {
+                return Poll::Ready(Due::Heartbeat);
+            }
+            // Fired for deadlines that have since moved on: sleep until the nearer one.
+            self.sleep.as_mut().reset(next);
         }
     }
 }
@@ -53,34 +79,63 @@ mod tests {
 
     use super::*;
 
-    fn poll(deadline: &mut Deadline) -> Poll<()> {
+    fn poll(deadlines: &mut Deadlines, idle_counts: bool) -> Poll<Due> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        deadline.poll(&mut cx)
+        deadlines.poll(&mut cx, idle_counts)
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
     }
 
     #[tokio::test(start_paused = true)]
     async fn fires_at_the_last_deadline_it_was_moved_to() {
         let start = Instant::now();
-        let mut deadline = Deadline::new(start + Duration::from_secs(10));
-        tokio::time::advance(Duration::from_secs(6)).await;
-        deadline.set(Instant::now() + Duration::from_secs(10));
-        tokio::time::advance(Duration::from_secs(5)).await;
+        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100));
+        assert!(poll(&mut deadlines, true).is_pending());
+        tokio::time::advance(secs(6)).await;
+        deadlines.set_idle(Instant::now() + secs(10));
+        tokio::time::advance(secs(5)).await;
         assert!(
-            poll(&mut deadline).is_pending(),
+            poll(&mut deadlines, true).is_pending(),
             "11 s: the moved deadline is 16 s"
         );
-        tokio::time::advance(Duration::from_secs(4)).await;
-        assert!(poll(&mut deadline).is_pending(), "15 s");
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(poll(&mut deadline).is_ready(), "16 s");
+        tokio::time::advance(secs(4)).await;
+        assert!(poll(&mut deadlines, true).is_pending(), "15 s");
+        tokio::time::advance(secs(1)).await;
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Idle), "16 s");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_deadline_moved_earlier_fires_earlier() {
         let start = Instant::now();
-        let mut deadline = Deadline::new(start + Duration::from_secs(10));
-        deadline.set(start + Duration::from_secs(2));
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(poll(&mut deadline).is_ready());
+        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100));
+        assert!(poll(&mut deadlines, true).is_pending());
+        deadlines.set_idle(start + secs(2));
+        tokio::time::advance(secs(2)).await;
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Idle));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_nearer_deadline_fires_first_and_idle_only_when_it_counts() {
+        let start = Instant::now();
+        let mut deadlines = Deadlines::new(start + secs(3), start + secs(5));
+        tokio::time::advance(secs(3)).await;
+        assert!(
+            poll(&mut deadlines, false).is_pending(),
+            "idle does not count (a request opening)"
+        );
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Idle));
+        tokio::time::advance(secs(2)).await;
+        assert_eq!(poll(&mut deadlines, false), Poll::Ready(Due::Heartbeat));
+        // The heartbeat went: its deadline moves on, and the idle one still comes first.
+        deadlines.set_heartbeat(Instant::now() + secs(5));
+        deadlines.set_idle(Instant::now() + secs(1));
+        assert!(poll(&mut deadlines, true).is_pending());
+        tokio::time::advance(secs(1)).await;
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Idle));
+        deadlines.set_idle(Instant::now() + secs(60));
+        tokio::time::advance(secs(4)).await;
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Heartbeat));
     }
 }
