@@ -78,6 +78,9 @@ pub struct Outcome {
     pub latencies_ns: Vec<u64>,
     pub ttfb_ns: u64,
     pub ttfe_ns: Option<u64>,
+    /// The hop's share of the time to first event: request sent → the mock had it, plus the
+    /// first content event's send → receive; the mock's own wait left out (`marker`).
+    pub ttfe_hop_ns: Option<u64>,
     pub session_ns: Option<u64>,
     /// Receive time (epoch ns) of the first event of any kind and of the first with a marker.
     pub first_event_at: Option<u64>,
@@ -140,6 +143,7 @@ async fn run(
     };
     let body = request_body(target.face);
     let sent = Instant::now();
+    let sent_ns = marker::now_ns();
     let response = post(&mut sender, &host, &path, body)
         .await
         .context("send")?;
@@ -193,7 +197,12 @@ async fn run(
             }
             let mut last = None;
             let mut bad = None;
+            let mut first_hop = None;
             marker::scan(event, |m| {
+                if let (0, Some(request_ns)) = (m.seq, m.request_ns) {
+                    first_hop =
+                        Some(request_ns.saturating_sub(sent_ns) + at.saturating_sub(m.sent_ns));
+                }
                 if m.seq != next_seq % 1_000_000 && bad.is_none() {
                     bad = Some((m.seq, next_seq));
                 }
@@ -209,6 +218,7 @@ async fn run(
                 if out.first_marker_at.is_none() {
                     out.first_marker_at = Some(at);
                     out.ttfe_ns = Some(sent.elapsed().as_nanos() as u64);
+                    out.ttfe_hop_ns = first_hop;
                 }
                 if !flowing {
                     flowing = true;

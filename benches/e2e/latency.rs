@@ -19,6 +19,12 @@ use crate::rig::{self, Comparator, Ctx};
 pub const SCENARIO: &str = "a. latency";
 /// CPU time of the process in the middle over the whole schedule, per content event passed.
 pub const CPU_PER_EVENT: &str = "CPU per event, process in the middle";
+/// The hop's share of the time to first event: from the request to the mock having it, plus
+/// from the first content event's send to its receipt. The mock's own wait before that event
+/// (25 ms, rounded up to its timer's next millisecond tick, so it depends on when the request
+/// arrived) is left out: comparing whole TTFEs compares where each request fell between two
+/// ticks of the mock's timer as much as the hops.
+pub const TTFE_HOP: &str = "TTFE (hop)";
 /// Streams started per second.
 const RATE: u64 = 100;
 /// Content events per stream.
@@ -46,6 +52,8 @@ pub fn script() -> Script {
 struct Run {
     lat: [f64; 3],
     ttfe: [f64; 3],
+    /// The hop's share of TTFE (`client::Outcome::ttfe_hop_ns`).
+    ttfe_hop: [f64; 3],
     ttfb: [f64; 2],
     /// Content events of every stream, warm-up included.
     all_events: u64,
@@ -154,7 +162,8 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
             (i, outcome)
         });
     }
-    let (mut lat, mut ttfe, mut ttfb) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lat, mut ttfe, mut ttfe_hop, mut ttfb) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut events, mut errors, mut all_events) = (0u64, 0u64, 0u64);
     let mut first_error = None;
     while let Some(joined) = set.join_next().await {
@@ -174,12 +183,13 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
         events += outcome.markers;
         lat.extend_from_slice(&outcome.latencies_ns);
         ttfe.extend(outcome.ttfe_ns);
+        ttfe_hop.extend(outcome.ttfe_hop_ns);
         ttfb.push(outcome.ttfb_ns);
     }
     if let Some(e) = first_error {
         println!("  {}: {errors} failed streams, first: {e}", c.label());
     }
-    for v in [&mut lat, &mut ttfe, &mut ttfb] {
+    for v in [&mut lat, &mut ttfe, &mut ttfe_hop, &mut ttfb] {
         v.sort_unstable();
     }
     let us = |sorted: &[u64], q| quantile(sorted, q) / 1000.0;
@@ -190,6 +200,7 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
     for (k, (_, q)) in PCT.iter().enumerate() {
         r.lat[k] = us(&lat, *q);
         r.ttfe[k] = us(&ttfe, *q);
+        r.ttfe_hop[k] = us(&ttfe_hop, *q);
     }
     r.ttfb = [us(&ttfb, 0.5), us(&ttfb, 0.99)];
     let label = c.label();
@@ -206,6 +217,15 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
     }
     for (k, (p, _)) in PCT.iter().enumerate() {
         figures.push(SCENARIO, label, &format!("TTFE {p}"), "µs", r.ttfe[k]);
+    }
+    for (k, (p, _)) in PCT.iter().enumerate() {
+        figures.push(
+            SCENARIO,
+            label,
+            &format!("{TTFE_HOP} {p}"),
+            "µs",
+            r.ttfe_hop[k],
+        );
     }
     figures.push(SCENARIO, label, "TTFB p50", "µs", r.ttfb[0]);
     figures.push(SCENARIO, label, "TTFB p99", "µs", r.ttfb[1]);
@@ -236,6 +256,9 @@ fn added(results: &HashMap<Comparator, Run>, figures: &mut Figures) {
             for (k, (p, _)) in PCT.iter().enumerate() {
                 let name = format!("{what}: TTFE {p}");
                 figures.push(SCENARIO, c.label(), &name, "µs", r.ttfe[k] - base.ttfe[k]);
+                let name = format!("{what}: {TTFE_HOP} {p}");
+                let added = r.ttfe_hop[k] - base.ttfe_hop[k];
+                figures.push(SCENARIO, c.label(), &name, "µs", added);
             }
             let name = format!("{what}: TTFB p50");
             figures.push(SCENARIO, c.label(), &name, "µs", r.ttfb[0] - base.ttfb[0]);

@@ -216,7 +216,14 @@ async fn answer(
             .unwrap_or(default)
             .to_string()
     };
-    let run = Run::new(script, stats, id("threadId", "thread"), id("runId", "run"));
+    let received_ns = marker::now_ns();
+    let run = Run::new(
+        script,
+        stats,
+        id("threadId", "thread"),
+        id("runId", "run"),
+        received_ns,
+    );
     Response::builder()
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
@@ -273,6 +280,8 @@ pub struct Run {
     stats: Arc<Stats>,
     thread_id: String,
     run_id: String,
+    /// When the whole request was in (epoch ns): stamped into the first content event.
+    received_ns: u64,
     phase: Phase,
     timer: Pin<Box<Sleep>>,
     next_seq: u64,
@@ -286,13 +295,20 @@ pub struct Run {
 }
 
 impl Run {
-    fn new(script: Arc<Script>, stats: Arc<Stats>, thread_id: String, run_id: String) -> Run {
+    fn new(
+        script: Arc<Script>,
+        stats: Arc<Stats>,
+        thread_id: String,
+        run_id: String,
+        received_ns: u64,
+    ) -> Run {
         let start = Instant::now() + Duration::from_millis(script.delay_ms);
         Run {
             script,
             stats,
             thread_id,
             run_id,
+            received_ns,
             phase: Phase::Opening,
             timer: Box::pin(tokio::time::sleep_until(start)),
             next_seq: 0,
@@ -424,7 +440,8 @@ impl Run {
     fn content(&mut self, out: &mut BytesMut) {
         let before = out.len();
         let now = marker::now_ns();
-        let delta = marker::delta(now, self.next_seq, self.script.delta_bytes);
+        let request = (self.next_seq == 0).then_some(self.received_ns);
+        let delta = marker::delta(now, self.next_seq, self.script.delta_bytes, request);
         out.put_slice(br#"data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":""#);
         out.put_slice(delta.as_bytes());
         out.put_slice(b"\"");

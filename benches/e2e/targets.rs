@@ -142,7 +142,7 @@ fn latency_rows(figures: &Figures, rows: &mut Vec<Target>) {
         ];
         // AAP message mode sends the text whole at its end: its TTFE is the run's length.
         if c != Comparator::AapMessage {
-            checks.push(("TTFE p50", "added TTFE p50", TTFE_SLACK_US));
+            checks.push(("TTFE (hop) p50", "added TTFE p50 (hop)", TTFE_SLACK_US));
         }
         let cpu = |c: Comparator| median(figures.get(a, c.label(), latency::CPU_PER_EVENT));
         let evidence = match (cpu(c), cpu(Comparator::Nginx)) {
