@@ -13,6 +13,7 @@ mod latency;
 mod marker;
 mod memory;
 mod mock;
+mod pacer;
 mod procs;
 mod report;
 mod rig;

@@ -6,6 +6,8 @@
 //! timestamp and a sequence number (`t=<ns>;s=<seq>;`), `TEXT_MESSAGE_END`, `RUN_FINISHED`.
 //! The body generates its frames when hyper polls it, so a slow reader slows the mock down
 //! instead of filling a queue. `GET /stats` answers how many bytes and events it produced.
+//! Paced content events follow each run's own jittered schedule on a precise timer
+//! ([`crate::pacer`]) rather than tokio's millisecond ticks.
 //!
 //! Three shapes of body: `event` chunking makes every SSE event its own HTTP chunk, as the
 //! Python and TypeScript AG-UI SDKs do (hyper still gathers the chunks that are ready together
@@ -33,6 +35,15 @@ use hyper_util::rt::TokioIo;
 use tokio::time::{Instant, Sleep};
 
 use crate::marker;
+use crate::pacer::{Precise, Schedule};
+
+/// Paces below this keep their events on a precise, jittered schedule (`pacer`); slower ones
+/// (the memory scenario's 500 ms, thousands of streams) keep tokio's timer, as a descriptor per
+/// stream would double the mock's, and what they measure does not depend on when events meet.
+const PRECISE_BELOW: Duration = Duration::from_millis(100);
+
+/// Runs started, to seed each run's jitter differently.
+static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// How the mock answers.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,6 +295,8 @@ pub struct Run {
     received_ns: u64,
     phase: Phase,
     timer: Pin<Box<Sleep>>,
+    /// The precise timer and the schedule of a run paced below [`PRECISE_BELOW`].
+    paced: Option<(Precise, Schedule)>,
     next_seq: u64,
     content_bytes: u64,
     /// Frames made but not yet handed to hyper (the opening and closing events, one chunk
@@ -311,6 +324,7 @@ impl Run {
             received_ns,
             phase: Phase::Opening,
             timer: Box::pin(tokio::time::sleep_until(start)),
+            paced: None,
             next_seq: 0,
             content_bytes: 0,
             pending: VecDeque::new(),
@@ -343,8 +357,19 @@ impl Run {
                         Phase::Holding
                     }
                     _ => {
-                        let next = now + self.pace();
-                        self.timer.as_mut().reset(next);
+                        let pace = self.pace();
+                        if !pace.is_zero() && pace < PRECISE_BELOW {
+                            let seed = RUNS.fetch_add(1, Ordering::Relaxed);
+                            let mut schedule = Schedule::new(now, pace, seed);
+                            // Without a timerfd (out of descriptors), tokio's timer paces.
+                            self.paced = Precise::new()
+                                .and_then(|mut timer| {
+                                    timer.arm(schedule.next_at())?;
+                                    Ok((timer, schedule))
+                                })
+                                .ok();
+                        }
+                        self.timer.as_mut().reset(now + pace);
                         Phase::Content
                     }
                 };
@@ -360,7 +385,21 @@ impl Run {
             Phase::Content => {
                 let pace = self.pace();
                 let batch = pace.is_zero() && self.script.chunking == Chunking::Batch;
-                if !pace.is_zero() {
+                if let Some((timer, schedule)) = self.paced.as_mut() {
+                    match timer.poll_fired(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(e)) => {
+                            eprintln!("mock timer: {e}");
+                            self.paced = None;
+                        }
+                        Poll::Ready(Ok(())) => {
+                            if let Err(e) = timer.arm(schedule.next_at()) {
+                                eprintln!("mock timer: {e}");
+                                self.paced = None;
+                            }
+                        }
+                    }
+                } else if !pace.is_zero() {
                     if self.timer.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }

@@ -416,8 +416,11 @@ translation proven by the body (`BUSINESS_DATA_CONTENT`, `event: text_delta`, `e
 first content event well before the mock's last one was sent (AAP message: first event), terminal \
 event present.
 - a. latency: open loop, a new stream every 10 ms whatever the completions (each start shifted \
-by a fixed 0–10 ms offset so the ~100 open streams do not all tick on the same millisecond); \
-each stream 100 events (60-byte deltas) 10 ms apart after 25 ms, one event per chunk; streams of \
+by a fixed 0–10 ms offset); each stream 100 events (60-byte deltas) about 10 ms apart after \
+25 ms, one event per chunk: the k-th at start + k × 10 ms + a jitter drawn per event from \
+[0, 2 ms), on a `timerfd` (microsecond precision) rather than tokio's timer, which rounds every \
+deadline up to its next millisecond and so sent the open streams' events in bursts of about ten \
+at once, one burst per millisecond (`benches/e2e/pacer.rs`); streams of \
 the first second are warm-up and not measured. TTFE is from the request to the first event with a \
 marker (AAP: from the turn POST; session creation is not included; no TTFE target for AAP \
 message mode, whose first content event is the whole message at the end of the run). *TTFE \
