@@ -422,40 +422,12 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
     );
 }
 
-/// What a `fmt` subscriber writes, kept for the test to read.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_stream_ended_line_is_written_once_the_last_frame_has_left() {
-    let logs = Captured::default();
+    let logs = crate::telemetry::captured::Captured::default();
+    let sink = logs.clone();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
+        .with_writer(move || sink.clone())
         .with_ansi(false)
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);

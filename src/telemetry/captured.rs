@@ -1,4 +1,4 @@
-//! For the formatters' unit tests: a log writer the subscriber writes to and the test reads.
+//! For unit tests: a log writer the subscriber writes to and the test reads.
 
 use std::io;
 use std::sync::{Arc, Mutex};

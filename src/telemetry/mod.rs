@@ -9,7 +9,7 @@
 //! `status`) for a refusal; faults of an upstream are `warn`.
 
 #[cfg(test)]
-mod captured;
+pub(crate) mod captured;
 mod export;
 pub mod json;
 pub mod logs;
