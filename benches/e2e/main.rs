@@ -10,6 +10,7 @@
 mod client;
 mod figures;
 mod latency;
+mod machine;
 mod marker;
 mod memory;
 mod mock;
@@ -24,7 +25,7 @@ mod targets;
 mod throughput;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -147,6 +148,7 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
     }
     ctx.notes
         .push(format!("load average at start: {}", loadavg()));
+    lost_time(&mut ctx, "at start");
     let mut phases = Vec::new();
     let clock = Instant::now();
     qualify(&mut ctx, nginx.is_some(), only.as_deref()).await?;
@@ -183,6 +185,7 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         "load average at end: {} (the machine is shared: other work on the CPUs inflates tails)",
         loadavg()
     ));
+    lost_time(&mut ctx, "at end");
     for (name, took) in &phases {
         ctx.notes
             .push(format!("phase {name} took {:.0} s", took.as_secs_f64()));
@@ -221,6 +224,17 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         "some comparators failed qualification (see the report)"
     );
     Ok(())
+}
+
+/// What each CPU lost to other work over one second (`machine`), as notes.
+fn lost_time(ctx: &mut Ctx, when: &str) {
+    // SAFETY: sysconf only reads a system setting.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    for cpu in 0..cpus {
+        if let Some(lost) = machine::probe(cpu, Duration::from_secs(1)) {
+            ctx.notes.push(format!("machine {when}: {lost}"));
+        }
+    }
 }
 
 /// The 1, 5 and 15 minute load averages.
