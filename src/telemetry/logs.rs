@@ -131,6 +131,11 @@ struct Escaping<W>(W);
 
 impl<W: fmt::Write> fmt::Write for Escaping<W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Nearly every value (ids, paths, names) is printable ASCII: one pass over its bytes,
+        // then written whole.
+        if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return self.0.write_str(s);
+        }
         let mut plain = 0;
         for (i, c) in s.char_indices() {
             if !needs_escape(c) {
@@ -171,6 +176,8 @@ mod tests {
     #[test]
     fn control_characters_are_escaped() {
         assert_eq!(escaped("plain text, ünïcødé"), "plain text, ünïcødé");
+        assert_eq!(escaped("ascii ~ only"), "ascii ~ only");
+        assert_eq!(escaped("ascii then\u{7f}"), "ascii then\\u{7f}");
         assert_eq!(
             escaped("a\nb\rc\td\u{1b}[31me\u{7f}f\u{9b}g\u{2028}h\0"),
             "a\\nb\\rc\\td\\u{1b}[31me\\u{7f}f\\u{9b}g\\u{2028}h\\u{0}"
