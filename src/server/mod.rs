@@ -363,13 +363,17 @@ impl Router {
     async fn handle(&self, mut request: Request<ClientBody>) -> Response<ResponseBody> {
         let request_id = RequestId::from_client(request.headers());
         let path = request.uri().path().to_owned();
+        // The route is known before the span opens, so its fields are written with the span
+        // rather than recorded into it one by one (each record formats the span's fields
+        // again).
+        let route = self.gateway.config.route(&path);
         let span = tracing::info_span!(
             "request",
             otel.kind = "server",
             request_id = %request_id,
-            route = tracing::field::Empty,
-            client_dialect = tracing::field::Empty,
-            upstream_dialect = tracing::field::Empty,
+            route = route.map(|r| tracing::field::display(&r.path)),
+            client_dialect = route.map(|r| tracing::field::display(&r.client)),
+            upstream_dialect = route.map(|r| tracing::field::display(&r.upstream_dialect)),
             method = %request.method(),
             path = %path,
             principal = tracing::field::Empty,
@@ -379,7 +383,7 @@ impl Router {
         crate::telemetry::trace::continue_from(&span, request.headers());
         request.extensions_mut().insert(request_id.clone());
         let mut response = self
-            .route(request, &path, &span)
+            .route(request, &path, route)
             .instrument(span.clone())
             .await;
         request_id.set_on(response.headers_mut());
@@ -392,21 +396,15 @@ impl Router {
         &self,
         request: Request<ClientBody>,
         path: &str,
-        span: &tracing::Span,
+        route: Option<&Route>,
     ) -> Response<ResponseBody> {
-        let Some(route) = self.gateway.config.route(path) else {
+        let Some(route) = route else {
             self.gateway
                 .metrics
                 .refused("", ErrorCode::NotFound.label());
             let failure = Failure::new(ErrorCode::NotFound, format!("no route for {path}"));
             return refusal::refused(Dialect::AgUi, failure.into());
         };
-        span.record("route", tracing::field::display(&route.path));
-        span.record("client_dialect", tracing::field::display(&route.client));
-        span.record(
-            "upstream_dialect",
-            tracing::field::display(&route.upstream_dialect),
-        );
         let Some(front) = self.fronts.get(&route.path) else {
             // Every route has its front from the start: this is a bug.
             tracing::error!(route = %route.path, "no front for the route");
