@@ -2,13 +2,14 @@
 //! [`RunAgentInput`] (`dialects.md` row 19; `agui.md` §3.1), and the canonical input written as the
 //! upstream's body.
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::fix;
 use crate::dialect::field_error;
 use crate::error::{ErrorCode, Failure};
 use crate::event::Note;
-use crate::event::{RunAgentInput, PROTOCOL_VERSION};
+use crate::event::{Context, Message, ResumeEntry, RunAgentInput, Tool, PROTOCOL_VERSION};
 use crate::mapping::AguiAliases;
 
 /// Top-level snake_case spellings of the request (row 19).
@@ -22,7 +23,36 @@ const REQUEST_KEYS: &[(&str, &str)] = &[
 
 /// Reads a client's request body. Errors are `INVALID_REQUEST` and name the offending field.
 pub fn read_request(body: &[u8], aliases: &AguiAliases) -> Result<RunAgentInput, Failure> {
-    input_from_map(request_object(body)?, aliases)
+    match strict_request(body) {
+        Some(input) => non_empty_ids(input),
+        None => input_from_map(request_object(body)?, aliases),
+    }
+}
+
+/// The fast path: a body that is already a strict 1.0 request decodes straight into its type.
+/// The lenient reading builds a JSON tree, repairs it and decodes it again, several times the
+/// work, for a body that needs none of it. `None` when anything the lenient reading would repair
+/// may be present: a `null` anywhere (absent optionals, nulls dropped from messages), any
+/// top-level or message key the types do not know (snake_case spellings, `data`, `botId`, a
+/// vendor's extras), or anything the strict types refuse (a `binary` part, a non-object
+/// `metadata`). Tested to agree with the lenient reading: `strict_and_lenient_readings_agree`.
+fn strict_request(body: &[u8]) -> Option<RunAgentInput> {
+    if memchr::memmem::find(body, b"null").is_some() {
+        return None;
+    }
+    let input: RunAgentInput = serde_json::from_slice(body).ok()?;
+    let canonical = input.extra.is_empty() && input.messages.iter().all(|m| m.extra().is_empty());
+    canonical.then_some(input)
+}
+
+/// Both ids are required and must say something.
+fn non_empty_ids(input: RunAgentInput) -> Result<RunAgentInput, Failure> {
+    for (field, value) in [("threadId", &input.thread_id), ("runId", &input.run_id)] {
+        if value.is_empty() {
+            return Err(invalid(format!("{field}: must not be empty")));
+        }
+    }
+    Ok(input)
 }
 
 /// The request body as a JSON object, or `INVALID_REQUEST`.
@@ -91,12 +121,7 @@ pub(crate) fn input_from_map(
             let path = e.path().to_string();
             invalid(field_error::describe(&path, e.inner()))
         })?;
-    for (field, value) in [("threadId", &input.thread_id), ("runId", &input.run_id)] {
-        if value.is_empty() {
-            return Err(invalid(format!("{field}: must not be empty")));
-        }
-    }
-    Ok(input)
+    non_empty_ids(input)
 }
 
 /// How the upstream wants its request (`dialects.md` row 20); the default is plain 1.0.
@@ -111,6 +136,16 @@ pub struct RequestProfile {
 /// The body sent to an AG-UI upstream: the canonical input, announcing protocol 1.0, shaped by
 /// the upstream's profile.
 pub fn write_request(input: &RunAgentInput, profile: RequestProfile) -> Vec<u8> {
+    if profile == RequestProfile::default() {
+        // Serialising the canonical types cannot fail: every map key is a string.
+        return serde_json::to_vec(&UpstreamInput::from(input)).unwrap_or_default();
+    }
+    reshaped(input, profile)
+}
+
+/// The body for an upstream with a profile: the canonical input as a JSON tree, its messages
+/// reshaped.
+fn reshaped(input: &RunAgentInput, profile: RequestProfile) -> Vec<u8> {
     let mut input = input.clone();
     input.protocol_version = Some(PROTOCOL_VERSION.to_string());
     if input.forwarded_props.is_none() {
@@ -126,6 +161,66 @@ pub fn write_request(input: &RunAgentInput, profile: RequestProfile) -> Vec<u8> 
         }
     }
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The input as a plain 1.0 upstream receives it, borrowed: the same fields in the same order
+/// as [`RunAgentInput`]'s, the protocol version announced and `forwardedProps` always present.
+/// Written straight from the borrowed input, without the copy and the JSON tree that a profile's
+/// reshaping needs.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UpstreamInput<'a> {
+    thread_id: &'a str,
+    run_id: &'a str,
+    messages: &'a [Message],
+    tools: &'a [Tool],
+    context: &'a [Context],
+    protocol_version: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_run_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a Value>,
+    forwarded_props: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume: Option<&'a [ResumeEntry]>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+/// An empty object, for an input without `forwardedProps`.
+static NO_PROPS: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| Value::Object(Map::new()));
+
+impl<'a> From<&'a RunAgentInput> for UpstreamInput<'a> {
+    fn from(input: &'a RunAgentInput) -> UpstreamInput<'a> {
+        // Destructured without `..`: a field added to the input must be placed here too.
+        let RunAgentInput {
+            thread_id,
+            run_id,
+            messages,
+            tools,
+            context,
+            protocol_version: _,
+            parent_run_id,
+            state,
+            forwarded_props,
+            resume,
+            extra,
+        } = input;
+        UpstreamInput {
+            thread_id,
+            run_id,
+            messages,
+            tools,
+            context,
+            protocol_version: PROTOCOL_VERSION,
+            parent_run_id: parent_run_id.as_deref(),
+            state: state.as_ref(),
+            forwarded_props: forwarded_props.as_ref().unwrap_or(&NO_PROPS),
+            resume: resume.as_deref(),
+            extra,
+        }
+    }
 }
 
 fn shape_message(message: &mut Map<String, Value>, profile: RequestProfile) {
@@ -269,5 +364,80 @@ mod tests {
         assert_eq!(body["tools"], json!([]));
         assert_eq!(body["forwardedProps"], json!({}));
         assert!(!body.to_string().contains("null"));
+    }
+
+    /// Bodies across what the lenient reading repairs and what it keeps.
+    fn corpus() -> Vec<Value> {
+        let user = json!({"id":"u1","role":"user","content":"hi"});
+        vec![
+            json!({"threadId":"t","runId":"r","messages":[user]}),
+            json!({"threadId":"t","runId":"r","protocolVersion":"1.0","state":{"a":[1,2]},
+                "messages":[user,
+                    {"id":"a1","role":"assistant","content":"x","toolCalls":[
+                        {"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
+                    {"id":"t1","role":"tool","toolCallId":"c","content":"ok"},
+                    {"id":"u2","role":"user","content":[{"type":"text","text":"see"},
+                        {"type":"image","source":{"type":"data","value":"AAAA","mimeType":"image/png"}}]}],
+                "tools":[{"name":"f","description":"d","parameters":{"type":"object"}}],
+                "context":[{"description":"d","value":"v"}],"forwardedProps":{"k":"v"},
+                "parentRunId":"p"}),
+            // A tool call without its `type`: both readings default it.
+            json!({"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant",
+                "toolCalls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]}]}),
+            // What only the lenient reading takes or repairs.
+            json!({"thread_id":"t","run_id":"r","messages":[user]}),
+            json!({"threadId":"t","runId":"r","messages":[user],"state":null,"tools":null}),
+            json!({"threadId":"t","runId":"r","messages":[user],"data":{"k":1}}),
+            json!({"threadId":"t","runId":"r","messages":[user],"botId":"b"}),
+            json!({"threadId":"t","runId":"r","messages":[user],"vendor":{"x":1}}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"b","role":"tool",
+                "tool_call_id":"c","content":"ok"}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":[
+                {"type":"binary","mimeType":"image/png","data":"AAAA"}]}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user",
+                "content":"hi","metadata":"not an object"}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user",
+                "content":"hi","name":null}]}),
+            // Refused by both.
+            json!({"threadId":"","runId":"r","messages":[]}),
+            json!({"threadId":"t","runId":"r","messages":"hi"}),
+        ]
+    }
+
+    #[test]
+    fn strict_and_lenient_readings_agree() {
+        let aliases = AguiAliases::builtin();
+        let mut strict = 0;
+        for body in corpus() {
+            let bytes = body.to_string().into_bytes();
+            let lenient = request_object(&bytes).and_then(|map| input_from_map(map, &aliases));
+            let read = read_request(&bytes, &aliases);
+            match (&read, &lenient) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{body}"),
+                (Err(a), Err(b)) => assert_eq!(a.message, b.message, "{body}"),
+                _ => panic!("{body}: {read:?} against {lenient:?}"),
+            }
+            strict += usize::from(strict_request(&bytes).is_some());
+        }
+        // The strict path is taken for the three canonical bodies and the one with an empty id
+        // (refused after it), and for nothing that needs a repair.
+        assert_eq!(strict, 4);
+    }
+
+    #[test]
+    fn the_direct_write_is_the_tree_write() {
+        let aliases = AguiAliases::builtin();
+        for body in corpus() {
+            let Ok(input) = read_request(body.to_string().as_bytes(), &aliases) else {
+                continue;
+            };
+            let direct = write_request(&input, RequestProfile::default());
+            let tree = reshaped(&input, RequestProfile::default());
+            assert_eq!(
+                String::from_utf8_lossy(&direct),
+                String::from_utf8_lossy(&tree),
+                "{body}"
+            );
+        }
     }
 }
