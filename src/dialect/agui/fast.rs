@@ -100,9 +100,12 @@ pub(super) fn read(
         ]
         .iter()
         .all(|id| id.as_deref() != Some("")),
-        // Once per run, and they nest typed objects (outcome, interrupts, the input echo) that
-        // would silently ignore keys the slow path renames: always the slow path.
-        Event::RunStarted(_) | Event::RunFinished(_) | Event::RunError(_) => false,
+        // The typed objects these may nest (the input echo, an outcome and its interrupts,
+        // token usage) would silently ignore keys the slow path renames or repairs: only a
+        // lifecycle event without them fits. Those are what nearly every run sends.
+        Event::RunStarted(e) => e.input.is_none() && e.parent_run_id.as_deref() != Some(""),
+        Event::RunFinished(e) => e.outcome.is_none() && e.usage.is_none(),
+        Event::RunError(e) => e.usage.is_none(),
         _ => true,
     };
     if fits {

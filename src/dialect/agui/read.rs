@@ -79,6 +79,10 @@ impl AguiReader {
                         pushed = self.chunks.push(event, &mut self.mint, out, notes);
                     }
                 }
+                if out[first..].iter().any(Event::is_terminal) {
+                    // What `emit` does for a terminal event on the slow path.
+                    self.thinking = Thinking::default();
+                }
                 self.track_open_text(&out[first..]);
                 return pushed;
             }

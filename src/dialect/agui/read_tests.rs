@@ -1669,6 +1669,11 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","run_id":"r"}),
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","big":99_999_999_999_999_999_999.0_f64}),
         json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","flag":true,"list":[1]}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","result":{"answer":[1,{"k_v":2}]}}),
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"y2","parentRunId":""}),
+        json!({"type":"RUN_ERROR","message":"boom","code":"E1","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"y3","parentRunId":"y"}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"y3","usage":[{"model":"m","input_tokens":3}]}),
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"interrupt","interrupts":[]}}),
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"success","pending_tool_call_ids":["c"]}}),
         json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1","outcome":{"type":"suspended","interrupt_ids":["i"]}}),
@@ -1697,6 +1702,63 @@ fn fast_and_slow_paths_agree() {
             String::from_utf8_lossy(input)
         );
     }
+}
+
+/// A run's lifecycle events without nested typed objects (what nearly every run sends) take the
+/// fast path; with an input echo, an outcome or token usage they still go the slow way.
+#[test]
+fn plain_lifecycle_events_take_the_fast_path() {
+    let mut scratch = fast::Scratch::new(&AguiAliases::builtin());
+    let options = ReaderOptions::default();
+    let fast = |data: &str, scratch: &mut fast::Scratch| {
+        fast::read(
+            &Bytes::from(data.to_owned()),
+            options,
+            scratch,
+            &mut Vec::new(),
+        )
+    };
+    for data in [
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","parentRunId":"p"}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"a":1}}"#,
+        r#"{"type":"RUN_ERROR","message":"m","code":"c"}"#,
+    ] {
+        assert!(fast(data, &mut scratch), "{data}");
+    }
+    for data in [
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[]}}"#,
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","parentRunId":""}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"success"}}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","usage":[]}"#,
+        r#"{"type":"RUN_ERROR","message":"m","usage":[]}"#,
+        r#"{"type":"RUN_ERROR","message":"m","error":{"code":"c"}}"#,
+    ] {
+        assert!(!fast(data, &mut scratch), "{data}");
+    }
+}
+
+/// A terminal event read on the fast path ends an open thinking block as the slow path does.
+#[test]
+fn a_fast_terminal_event_closes_thinking_as_the_slow_one_does() {
+    let mut stream = String::new();
+    for v in [
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"a"}),
+        json!({"type":"THINKING_START"}),
+        json!({"type":"THINKING_TEXT_MESSAGE_START"}),
+        json!({"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hm"}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"a"}),
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"b"}),
+        json!({"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"again"}),
+        json!({"type":"THINKING_END"}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"b"}),
+    ] {
+        stream.push_str(&format!("data: {v}\n\n"));
+    }
+    assert_eq!(
+        read_stream(stream.as_bytes(), true),
+        read_stream(stream.as_bytes(), false)
+    );
 }
 
 /// Content events carrying fields the model does not know keep them (as the slow path keeps
