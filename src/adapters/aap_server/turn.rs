@@ -19,7 +19,7 @@
 //!    (`super::commit`), which holds the session's running mark from step 1 on.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::http::client_body::ClientBody;
 use http::{Request, Response, StatusCode};
@@ -57,20 +57,28 @@ use crate::session::{Principal, Session, SessionConfig, StoreError};
 fn confirm_tool(name: &str) -> Tool {
     Tool {
         name: name.to_owned(),
-        description: "Ask the user to confirm an action before it is performed. Call it before running a server tool that is not trusted, naming the tool and its arguments.".into(),
-        parameters: Some(json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "description": "What needs confirmation"},
-                "importance": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
-                "tool": {"type": "string", "description": "The tool that will run once confirmed"},
-                "arguments": {"type": "object", "description": "The arguments it will run with"}
-            },
-            "required": ["action"]
-        })),
+        description: CONFIRM_DESCRIPTION.into(),
+        parameters: Some(CONFIRM_PARAMETERS.clone()),
         metadata: None,
     }
 }
+
+const CONFIRM_DESCRIPTION: &str = "Ask the user to confirm an action before it is performed. Call it before running a server tool that is not trusted, naming the tool and its arguments.";
+
+/// The confirm tool's schema, built once: every turn declares it, and building it with `json!`
+/// converted each of its strings on every turn.
+static CONFIRM_PARAMETERS: LazyLock<Value> = LazyLock::new(|| {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "description": "What needs confirmation"},
+            "importance": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
+            "tool": {"type": "string", "description": "The tool that will run once confirmed"},
+            "arguments": {"type": "object", "description": "The arguments it will run with"}
+        },
+        "required": ["action"]
+    })
+});
 
 pub(super) async fn turn(
     relay: &Relay,
