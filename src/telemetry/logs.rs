@@ -88,10 +88,12 @@ struct TextVisitor<'w> {
 }
 
 impl TextVisitor<'_> {
-    /// Starts a field: false when it is not to be written (an `otel.*` field, or an earlier
-    /// write failed).
+    /// Starts a field: false when it is not to be written (an `otel.*` field; a `log.*` one,
+    /// the metadata of a record bridged from the `log` crate, which the line already shows, as
+    /// the default visitor skips it; or an earlier write failed).
     fn start(&mut self, field: &Field) -> bool {
-        if self.result.is_err() || field.name().starts_with("otel.") {
+        let name = field.name();
+        if self.result.is_err() || name.starts_with("otel.") || name.starts_with("log.") {
             return false;
         }
         if !std::mem::take(&mut self.empty) {
@@ -260,6 +262,7 @@ mod tests {
                 flag = true,
                 ratio = 0.5_f64,
                 r#type = "kind",
+                log.target = "bridged",
                 error = &error as &(dyn std::error::Error + 'static),
                 "the message {}",
                 "formatted"
@@ -278,6 +281,7 @@ mod tests {
         assert_eq!(ours, theirs);
         assert!(ours.contains(r#"quoted="a \"b\" c\\d""#), "{ours}");
         assert!(ours.contains("error=outer error.sources=[inner]"), "{ours}");
+        assert!(!ours.contains("bridged"), "{ours}");
     }
 
     #[test]
