@@ -80,8 +80,7 @@ impl AguiReader {
                     }
                 }
                 if out[first..].iter().any(Event::is_terminal) {
-                    // What `emit` does for a terminal event on the slow path.
-                    self.thinking = Thinking::default();
+                    self.run_ended();
                 }
                 self.track_open_text(&out[first..]);
                 return pushed;
@@ -430,10 +429,16 @@ impl AguiReader {
     /// Pushes an event; a terminal forgets held arguments and legacy thinking state.
     fn emit(&mut self, event: Event, out: &mut Vec<Event>) {
         if event.is_terminal() {
-            self.held_args.clear();
-            self.thinking = Thinking::default();
+            self.run_ended();
         }
         out.push(event);
+    }
+
+    /// A terminal event, on either path: held arguments and an open thinking block end with
+    /// the run.
+    fn run_ended(&mut self) {
+        self.held_args.clear();
+        self.thinking = Thinking::default();
     }
 
     fn single_open_text(&self, lane: Option<&str>) -> Option<String> {

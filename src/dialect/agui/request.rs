@@ -2,6 +2,8 @@
 //! [`RunAgentInput`] (`dialects.md` row 19; `agui.md` §3.1), and the canonical input written as the
 //! upstream's body.
 
+use std::sync::LazyLock;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -188,8 +190,7 @@ struct UpstreamInput<'a> {
 }
 
 /// An empty object, for an input without `forwardedProps`.
-static NO_PROPS: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| Value::Object(Map::new()));
+static NO_PROPS: LazyLock<Value> = LazyLock::new(|| Value::Object(Map::new()));
 
 impl<'a> From<&'a RunAgentInput> for UpstreamInput<'a> {
     fn from(input: &'a RunAgentInput) -> UpstreamInput<'a> {
