@@ -38,6 +38,23 @@ fn route(path: &str, upstream: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_refuses_new_connections_answers_waiting_requests_and_exits_in_time() {
+    sigterm_sequence(None).await;
+}
+
+/// On one CPU the gateway runs a single-threaded runtime: the same sequence holds there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_cpu_the_gateway_runs_one_thread_and_the_sigterm_sequence_holds() {
+    let gateway = sigterm_sequence(Some(0)).await;
+    let log = gateway.stderr();
+    assert!(
+        log.contains("scheduler=\"current-thread\""),
+        "no current-thread scheduler in the log:\n{log}"
+    );
+}
+
+/// A stream, a request waiting for its upstream's head, then SIGTERM, with the gateway on the
+/// CPU `cpu` only when given; the exited gateway, for its log.
+async fn sigterm_sequence(cpu: Option<usize>) -> Gateway {
     // `/stream` has started streaming and then goes quiet; `/wait` never sends headers.
     let upstream = ScriptedUpstream::start(|req| {
         if req.path.ends_with("/wait") {
@@ -57,14 +74,18 @@ async fn sigterm_refuses_new_connections_answers_waiting_requests_and_exits_in_t
         ),
     );
     let drain = Duration::from_millis(1500);
-    let mut gateway = Gateway::spawn(&[
+    let args = [
         "--config",
         config.arg(),
         "--admin-listen",
         "127.0.0.1:0",
         "--drain-timeout",
         "1500ms",
-    ]);
+    ];
+    let mut gateway = match cpu {
+        Some(cpu) => Gateway::spawn_on_cpu(&args, cpu),
+        None => Gateway::spawn(&args),
+    };
     let admin = gateway.admin_addr();
     let mut stream = send(gateway.addr, &post_run("/stream", "t-stream")).await;
     assert_eq!(stream.status, 200);
@@ -114,6 +135,7 @@ async fn sigterm_refuses_new_connections_answers_waiting_requests_and_exits_in_t
         exited <= drain + Duration::from_secs(1),
         "exited {exited:?} after SIGTERM with a {drain:?} drain"
     );
+    gateway
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,15 @@ pub struct Gateway {
     later_lines: Arc<Mutex<Vec<String>>>,
 }
 
+/// What a spawned gateway process is limited to, beyond its arguments and environment.
+#[derive(Clone, Copy, Default)]
+struct Limits {
+    /// Its descriptor limit (`RLIMIT_NOFILE`, soft and hard).
+    nofile: Option<u64>,
+    /// The one CPU it may run on.
+    cpu: Option<usize>,
+}
+
 impl Gateway {
     /// Runs `dialect-proxy serve --listen 127.0.0.1:0 <args...>` and waits for the listening line.
     /// Synchronous: it blocks the calling thread for at most the startup timeout.
@@ -39,35 +48,62 @@ impl Gateway {
     /// [`Gateway::spawn`] with the environment variables `env` set for the child only (the test
     /// process's environment, shared by every test, is left alone).
     pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
-        Gateway::start(args, env, None)
+        Gateway::start(args, env, Limits::default())
     }
 
     /// [`Gateway::spawn`] with the child's descriptor limit (`RLIMIT_NOFILE`, soft and hard)
     /// set to `nofile`, as `ulimit -n` would.
     pub fn spawn_with_nofile(args: &[&str], nofile: u64) -> Gateway {
-        Gateway::start(args, &[], Some(nofile))
+        let limits = Limits {
+            nofile: Some(nofile),
+            ..Limits::default()
+        };
+        Gateway::start(args, &[], limits)
     }
 
-    fn start(args: &[&str], env: &[(&str, &str)], nofile: Option<u64>) -> Gateway {
+    /// [`Gateway::spawn`] with the child allowed to run on CPU `cpu` only, as `taskset -c`
+    /// would.
+    pub fn spawn_on_cpu(args: &[&str], cpu: usize) -> Gateway {
+        let limits = Limits {
+            cpu: Some(cpu),
+            ..Limits::default()
+        };
+        Gateway::start(args, &[], limits)
+    }
+
+    fn start(args: &[&str], env: &[(&str, &str)], limits: Limits) -> Gateway {
         let mut full: Vec<String> = vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()];
         full.extend(args.iter().map(|a| a.to_string()));
 
         let inherit = std::env::var("DIALECT_PROXY_TEST_STDERR").is_ok_and(|v| v == "inherit");
         let mut command = Command::new(env!("CARGO_BIN_EXE_dialect-proxy"));
-        if let Some(nofile) = nofile {
+        if limits.nofile.is_some() || limits.cpu.is_some() {
             use std::os::unix::process::CommandExt;
-            let limit = libc::rlimit {
+            let limit = limits.nofile.map(|nofile| libc::rlimit {
                 rlim_cur: nofile as libc::rlim_t,
                 rlim_max: nofile as libc::rlim_t,
-            };
-            // SAFETY: between fork and exec the closure only makes one async-signal-safe call.
+            });
+            // SAFETY: a zeroed `cpu_set_t` is an empty set; CPU_SET only writes into it.
+            let cpus = limits.cpu.map(|cpu| unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                set
+            });
+            // SAFETY: between fork and exec the closure only makes async-signal-safe calls.
             unsafe {
                 command.pre_exec(move || {
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
+                    if let Some(limit) = &limit {
+                        if libc::setrlimit(libc::RLIMIT_NOFILE, limit) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
+                    if let Some(set) = &cpus {
+                        let size = std::mem::size_of::<libc::cpu_set_t>();
+                        if libc::sched_setaffinity(0, size, set) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
                 });
             }
         }
