@@ -154,6 +154,14 @@ struct LimitArgs {
     /// upstream is cancelled [default: 60s].
     #[arg(long, env = "DIALECT_PROXY_STALL_TIMEOUT")]
     stall_timeout: Option<String>,
+    /// How long one stream may last before it ends with STREAM_DURATION_EXCEEDED (e.g. 30m;
+    /// "off") [default: off].
+    #[arg(long, env = "DIALECT_PROXY_MAX_STREAM_DURATION")]
+    max_stream_duration: Option<String>,
+    /// Upstream bytes one stream may carry before it ends with STREAM_BYTES_EXCEEDED (0: off)
+    /// [default: off].
+    #[arg(long, env = "DIALECT_PROXY_MAX_STREAM_BYTES")]
+    max_stream_bytes: Option<u64>,
     /// Largest request body in bytes [default: 8388608].
     #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_BYTES")]
     max_request_bytes: Option<u64>,
@@ -259,6 +267,8 @@ impl LimitArgs {
             heartbeat_interval: spanned(self.heartbeat_interval),
             max_event_bytes: self.max_event_bytes.map(|v| toml::Spanned::new(0..0, v)),
             max_request_bytes: self.max_request_bytes.map(|v| toml::Spanned::new(0..0, v)),
+            max_stream_duration: spanned(self.max_stream_duration),
+            max_stream_bytes: self.max_stream_bytes.map(|v| toml::Spanned::new(0..0, v)),
             max_streams: self.max_streams.map(|v| toml::Spanned::new(0..0, v)),
             max_buffered_request_bytes: self
                 .max_buffered_request_bytes

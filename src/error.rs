@@ -115,6 +115,10 @@ error_codes! {
     UpstreamInvalidOutcome,
     /// A terminal event's `threadId`/`runId` differ from those of the run it ends.
     UpstreamRunMismatch,
+    /// The run lasted longer than its route's `max_stream_duration`.
+    StreamDurationExceeded,
+    /// The upstream sent more than its route's `max_stream_bytes` in one stream.
+    StreamBytesExceeded,
 }
 
 impl ErrorCode {
@@ -147,6 +151,8 @@ impl ErrorCode {
             ErrorCode::UpstreamConflict => "UPSTREAM_CONFLICT",
             ErrorCode::UpstreamInvalidOutcome => "UPSTREAM_INVALID_OUTCOME",
             ErrorCode::UpstreamRunMismatch => "UPSTREAM_RUN_MISMATCH",
+            ErrorCode::StreamDurationExceeded => "STREAM_DURATION_EXCEEDED",
+            ErrorCode::StreamBytesExceeded => "STREAM_BYTES_EXCEEDED",
             ErrorCode::GatewayShutdown => "GATEWAY_SHUTDOWN",
             ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
@@ -196,6 +202,8 @@ impl ErrorCode {
             | ErrorCode::UpstreamConflict
             | ErrorCode::UpstreamInvalidOutcome
             | ErrorCode::UpstreamRunMismatch
+            | ErrorCode::StreamDurationExceeded
+            | ErrorCode::StreamBytesExceeded
             | ErrorCode::AapError
             | ErrorCode::AapVersionUnsupported
             | ErrorCode::AapSessionNotFound
@@ -237,13 +245,14 @@ impl ErrorCode {
             | ErrorCode::UpstreamConflict
             | ErrorCode::UpstreamInvalidOutcome
             | ErrorCode::UpstreamRunMismatch
+            | ErrorCode::StreamBytesExceeded
             | ErrorCode::AapError
             | ErrorCode::AapVersionUnsupported
             | ErrorCode::AapSessionNotFound
             | ErrorCode::AapAgentNotFound => StatusCode::BAD_GATEWAY,
-            ErrorCode::UpstreamHeadersTimeout | ErrorCode::UpstreamIdleTimeout => {
-                StatusCode::GATEWAY_TIMEOUT
-            }
+            ErrorCode::UpstreamHeadersTimeout
+            | ErrorCode::UpstreamIdleTimeout
+            | ErrorCode::StreamDurationExceeded => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::GatewayShutdown | ErrorCode::StoreUnavailable | ErrorCode::Overloaded => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

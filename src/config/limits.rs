@@ -28,6 +28,11 @@ pub struct Limits {
     /// The route's own cap on requests answered at once (`[routes.limits] max_streams`),
     /// below the global one; `None`: only the global cap.
     pub max_streams: Option<usize>,
+    /// How long one stream may last (`max_stream_duration`); `None`: unbounded (the default).
+    pub max_stream_duration: Option<Duration>,
+    /// Upstream bytes one stream may carry (`max_stream_bytes`); `None`: unbounded (the
+    /// default).
+    pub max_stream_bytes: Option<u64>,
 }
 
 impl Default for Limits {
@@ -40,6 +45,8 @@ impl Default for Limits {
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_streams: None,
+            max_stream_duration: None,
+            max_stream_bytes: None,
         }
     }
 }
@@ -56,6 +63,10 @@ pub struct RawLimits {
     pub max_request_bytes: Option<Spanned<u64>>,
     /// Global in `[limits]`, a route's own cap in `[routes.limits]` (`super::admission`).
     pub max_streams: Option<Spanned<u64>>,
+    /// A duration, or `"off"` (a route's way out of a global bound).
+    pub max_stream_duration: Option<Spanned<String>>,
+    /// Bytes; 0 turns the bound off.
+    pub max_stream_bytes: Option<Spanned<u64>>,
     /// Server-wide: `[limits]` and the flags only (`super::admission`).
     pub max_buffered_request_bytes: Option<Spanned<u64>>,
     pub request_header_timeout: Option<Spanned<String>>,
@@ -118,6 +129,25 @@ pub(super) fn limits(p: &mut Problems, keys: &Keys, raw: &RawLimits, base: Limit
                 Err(e) => p.at(v.span(), &keys.key(name), e),
             }
         }
+    }
+    if let Some(v) = &raw.max_stream_duration {
+        match v.get_ref().trim() {
+            "off" => out.max_stream_duration = None,
+            text => match parse_duration(text) {
+                Ok(d) => out.max_stream_duration = Some(d),
+                Err(e) => p.at(
+                    v.span(),
+                    &keys.key("max_stream_duration"),
+                    format!("{e}, or \"off\""),
+                ),
+            },
+        }
+    }
+    if let Some(v) = &raw.max_stream_bytes {
+        out.max_stream_bytes = match *v.get_ref() {
+            0 => None,
+            n => Some(n),
+        };
     }
     let sizes = [
         (

@@ -1379,6 +1379,65 @@ fn admission_limits_default_then_file_then_flags() {
 }
 
 #[test]
+fn stream_bounds_are_off_by_default_global_in_limits_and_a_route_may_change_or_lift_them() {
+    let c = load(None, &flags(BUILTIN_DEMO)).unwrap();
+    assert_eq!(c.routes[0].limits.max_stream_duration, None);
+    assert_eq!(c.routes[0].limits.max_stream_bytes, None);
+
+    let route = |path: &str, limits: &str| {
+        format!(
+            "[[routes]]\npath = \"{path}\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n{limits}"
+        )
+    };
+    let text = format!(
+        "[limits]\nmax_stream_duration = \"30m\"\nmax_stream_bytes = 1000000\n{}{}{}",
+        route("/a", ""),
+        route(
+            "/b",
+            "[routes.limits]\nmax_stream_duration = \"90s\"\nmax_stream_bytes = 5000\n"
+        ),
+        route(
+            "/c",
+            "[routes.limits]\nmax_stream_duration = \"off\"\nmax_stream_bytes = 0\n"
+        ),
+    );
+    let c = file(&text).unwrap();
+    let limits = |path: &str| c.route(path).unwrap().limits;
+    assert_eq!(
+        limits("/a").max_stream_duration,
+        Some(Duration::from_secs(1800))
+    );
+    assert_eq!(limits("/a").max_stream_bytes, Some(1_000_000));
+    assert_eq!(
+        limits("/b").max_stream_duration,
+        Some(Duration::from_secs(90))
+    );
+    assert_eq!(limits("/b").max_stream_bytes, Some(5000));
+    assert_eq!(limits("/c").max_stream_duration, None);
+    assert_eq!(limits("/c").max_stream_bytes, None);
+
+    let mut o = Overrides::default();
+    o.limits.max_stream_duration = Some(Spanned::new(0..0, "10s".into()));
+    o.limits.max_stream_bytes = Some(Spanned::new(0..0, 777));
+    let c = file_with(&route("/a", ""), &o).unwrap();
+    let limits = c.route("/a").unwrap().limits;
+    assert_eq!(limits.max_stream_duration, Some(Duration::from_secs(10)));
+    assert_eq!(limits.max_stream_bytes, Some(777));
+
+    let err = file(&route(
+        "/a",
+        "[routes.limits]\nmax_stream_duration = \"forever\"\n",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":6:23: routes[0].limits.max_stream_duration: invalid duration")
+            && err.contains("or \"off\""),
+        "{err}"
+    );
+}
+
+#[test]
 fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
     let err = file(
         "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\

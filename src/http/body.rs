@@ -19,6 +19,15 @@
 //!    every source (drain signal included) has registered the waker. Both timers share one
 //!    sleep ([`Deadlines`]): moving them per frame costs a store, not a timer-wheel lock.
 //!
+//! A route may bound a run ([`StreamLimits`]): past `max_stream_duration` from its start, or
+//! once the upstream has sent `max_stream_bytes`, the run ends with `STREAM_DURATION_EXCEEDED`
+//! or `STREAM_BYTES_EXCEEDED` in the client's dialect and the upstream connection is closed.
+//! The end is checked whenever upstream data arrives (so an upstream that always has data
+//! cannot outrun it) and is one of the deadlines the body sleeps on (so a silent one cannot
+//! either). Bytes are counted as they come from the upstream, before translation: the same
+//! bound means the same upstream behaviour whatever the client's dialect. The events within
+//! the bound are translated, those past it (or cut by it) are not.
+//!
 //! A run may span several upstream requests (an AAP agent's turns): the body then starts from
 //! a future that opens the first one, and its [`RunOwner`] decides at each hand-over
 //! ([`Pipeline::at_handover`]) whether another request follows. While a request is opening,
@@ -131,19 +140,23 @@ pub enum Source {
     Opening(OpenFuture),
 }
 
-/// Timer settings of one stream.
+/// Timers and bounds of one stream.
 #[derive(Debug, Clone, Copy)]
-pub struct StreamTimers {
+pub struct StreamLimits {
     /// Longest gap between upstream frames (comments count) before the run fails.
     pub idle_timeout: Duration,
     /// Downstream silence after which a `: ping` comment is written.
     pub heartbeat_interval: Duration,
+    /// How long the stream may last from its start (`max_stream_duration`); `None`: unbounded.
+    pub max_duration: Option<Duration>,
+    /// Upstream bytes the stream may carry (`max_stream_bytes`); `None`: unbounded.
+    pub max_bytes: Option<u64>,
 }
 
 /// What a stream gets from its route and the gateway: timers, the drain signal, its span and
 /// its metrics record.
 pub struct StreamParts {
-    pub timers: StreamTimers,
+    pub timers: StreamLimits,
     pub drain: DrainSignal,
     pub span: Span,
     pub record: StreamRecord,
@@ -160,9 +173,11 @@ where
     upstream: Option<Source>,
     owner: O,
     pipeline: Pipeline<R, W>,
-    timers: StreamTimers,
-    /// The idle timeout and the heartbeat.
+    timers: StreamLimits,
+    /// The idle timeout, the heartbeat and the end of a bounded run.
     deadlines: Deadlines,
+    /// Upstream bytes received so far (counted only when the run is bounded by them).
+    upstream_bytes: u64,
     drain: DrainSignal,
     /// A frame waiting to go out before anything else.
     waiting: Option<Bytes>,
@@ -220,7 +235,12 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             owner,
             pipeline,
             timers,
-            deadlines: Deadlines::new(now + timers.idle_timeout, now + timers.heartbeat_interval),
+            deadlines: Deadlines::new(
+                now + timers.idle_timeout,
+                now + timers.heartbeat_interval,
+                timers.max_duration.map(|max| now + max),
+            ),
+            upstream_bytes: 0,
             drain,
             waiting,
             waiting_events,
@@ -377,6 +397,40 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         (settled > 0).then(|| self.out.split_to(settled).freeze())
     }
 
+    /// How many of `len` more upstream bytes fit under `max_stream_bytes` (all of them when
+    /// the stream is not bounded by bytes); counts them.
+    fn allowed(&mut self, len: usize) -> usize {
+        let Some(max) = self.timers.max_bytes else {
+            return len;
+        };
+        let room = max.saturating_sub(self.upstream_bytes);
+        let allowed = usize::try_from(room).map_or(len, |room| room.min(len));
+        self.upstream_bytes += allowed as u64;
+        allowed
+    }
+
+    /// The failure of a run whose upstream sent more than `max_stream_bytes`.
+    fn bytes_exceeded(&self) -> Failure {
+        let max = self.timers.max_bytes.unwrap_or_default();
+        tracing::warn!(parent: &self.span, max_stream_bytes = max, "stream byte bound reached");
+        Failure::new(
+            ErrorCode::StreamBytesExceeded,
+            format!(
+                "the upstream sent more than {max} bytes (max_stream_bytes); the run was ended"
+            ),
+        )
+    }
+
+    /// The failure of a run that lasted past `max_stream_duration`.
+    fn duration_exceeded(&self) -> Failure {
+        let secs = self.timers.max_duration.unwrap_or_default().as_secs_f64();
+        tracing::warn!(parent: &self.span, max_stream_duration_s = secs, "stream duration bound reached");
+        Failure::new(
+            ErrorCode::StreamDurationExceeded,
+            format!("the run lasted {secs} s (max_stream_duration); it was ended"),
+        )
+    }
+
     /// Takes what the pipeline produced as one frame.
     fn take_output(&mut self) -> Option<Bytes> {
         if self.out.is_empty() || self.holding.is_some() {
@@ -442,12 +496,21 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     if frames == 0 {
                         // Once per poll: every frame of this poll arrived by now.
                         let now = *read_at.get_or_insert_with(Instant::now);
+                        if this.deadlines.ended_by(now) {
+                            return this.fail(this.duration_exceeded(), cx);
+                        }
                         this.deadlines.set_idle(now + this.timers.idle_timeout);
                     }
                     frames += 1;
                     this.settled = this.out.len();
                     match frame.into_data() {
-                        Ok(data) => this.pipeline.push(&data, &mut this.out),
+                        Ok(data) => {
+                            let allowed = this.allowed(data.len());
+                            this.pipeline.push(&data[..allowed], &mut this.out);
+                            if allowed < data.len() && !this.pipeline.is_finished() {
+                                return this.fail(this.bytes_exceeded(), cx);
+                            }
+                        }
                         // Trailers belong to the upstream's framing; they end its data.
                         Err(_trailers) => this.upstream_ended(),
                     }
@@ -479,7 +542,11 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         break;
                     }
                     // An opening request has its own timeouts; only a silent body is idle.
-                    if ready!(this.deadlines.poll(cx, pending.is_some())) == Due::Idle {
+                    let due = ready!(this.deadlines.poll(cx, pending.is_some()));
+                    if due == Due::End {
+                        return this.fail(this.duration_exceeded(), cx);
+                    }
+                    if due == Due::Idle {
                         if this.pipeline.between_runs() {
                             // Every run ended and the upstream only lingers: the stream ends
                             // here, cleanly, as if the upstream had closed it.

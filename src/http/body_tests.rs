@@ -62,14 +62,29 @@ fn translating<B>(upstream: B, drain: DrainSignal) -> TranslatingBody
 where
     B: Body<Data = Bytes, Error = Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
 {
+    translating_within(upstream, drain, None, None)
+}
+
+/// [`translating`] with a run bounded by `max_duration` and `max_bytes`.
+fn translating_within<B>(
+    upstream: B,
+    drain: DrainSignal,
+    max_duration: Option<Duration>,
+    max_bytes: Option<u64>,
+) -> TranslatingBody
+where
+    B: Body<Data = Bytes, Error = Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
     let ids = RunIds {
         thread_id: "t".into(),
         run_id: "r".into(),
     };
     let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
-    let timers = StreamTimers {
+    let timers = StreamLimits {
         idle_timeout: Duration::from_secs(30),
         heartbeat_interval: Duration::from_secs(10),
+        max_duration,
+        max_bytes,
     };
     let record = crate::telemetry::metrics::Metrics::new().stream_started("/");
     let parts = StreamParts {
@@ -336,6 +351,117 @@ async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_run_past_max_stream_duration_ends_even_when_the_upstream_always_has_data() {
+    let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
+    let started = Instant::now();
+    let mut body = translating_within(
+        Flood { frame: event },
+        DrainSignal::never(),
+        Some(Duration::from_secs(2)),
+        None,
+    );
+    let mut frames = 0;
+    let mut last = String::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame;
+        last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+        frames += 1;
+        if frames % 100 == 0 {
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        assert!(frames < 100_000, "the bound was never observed");
+    }
+    assert!(last.contains("STREAM_DURATION_EXCEEDED"), "{last}");
+    assert!(last.contains("max_stream_duration"), "{last}");
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= Duration::from_secs(2) && lasted <= Duration::from_millis(2100),
+        "ended after {lasted:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_run_ends_at_max_stream_duration_not_at_its_idle_timeout() {
+    let started = Instant::now();
+    let body = translating_within(
+        scripted(vec![Step::Data(STARTED)], true),
+        DrainSignal::never(),
+        Some(Duration::from_secs(5)),
+        None,
+    );
+    let out = frames(body).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(out.last().unwrap().contains("STREAM_DURATION_EXCEEDED"));
+    // Heartbeats went on until then (one per 10 s of silence: none in 5 s).
+    assert!(!out.iter().any(|f| f == ": ping\n\n"), "{out:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_stream_bytes_ends_the_run_with_the_events_within_it_translated() {
+    let content =
+        |i: usize| format!("data: {{\"type\":\"CUSTOM\",\"name\":\"n{i}\",\"value\":{i}}}\n\n");
+    let mut steps = vec![Step::Data(STARTED)];
+    steps.extend((0..5).map(|i| Step::Owned(content(i))));
+    steps.push(Step::Data(FINISHED));
+    // Room for the start and exactly two events; the third would pass the bound.
+    let bound = (STARTED.len() + content(0).len() + content(1).len()) as u64;
+    let body = translating_within(
+        scripted(steps, false),
+        DrainSignal::never(),
+        None,
+        Some(bound),
+    );
+    let out = frames(body).await;
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "CUSTOM", "CUSTOM", "RUN_ERROR"],
+        "{out:?}"
+    );
+    let last = out.last().unwrap();
+    assert!(last.contains("STREAM_BYTES_EXCEEDED"), "{last}");
+    assert!(
+        !out.concat().contains("\"n2\""),
+        "the third event was not sent"
+    );
+
+    // One upstream read that holds the events within the bound and a flood past it.
+    let mut read = format!("{STARTED}{}", content(0));
+    let bound = (read.len() + 10) as u64;
+    read.push_str(&": flood\n\n".repeat(10_000));
+    let body = translating_within(
+        scripted(vec![Step::Owned(read)], true),
+        DrainSignal::never(),
+        None,
+        Some(bound),
+    );
+    let out = frames(body).await;
+    assert_eq!(
+        types(&out),
+        ["RUN_STARTED", "CUSTOM", "RUN_ERROR"],
+        "{out:?}"
+    );
+    assert!(out.last().unwrap().contains("STREAM_BYTES_EXCEEDED"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_within_its_bounds_is_untouched() {
+    let steps = vec![
+        Step::Data(STARTED),
+        Step::Wait(Duration::from_secs(3)),
+        Step::Data(FINISHED),
+    ];
+    let bound = (STARTED.len() + FINISHED.len()) as u64;
+    let body = translating_within(
+        scripted(steps, false),
+        DrainSignal::never(),
+        Some(Duration::from_secs(4)),
+        Some(bound),
+    );
+    assert_eq!(types(&frames(body).await), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_comment_flood_yields_instead_of_spinning() {
     let mut body = flood_body(": noise\n\n", DrainSignal::never());
     let mut cx = Context::from_waker(std::task::Waker::noop());
@@ -382,9 +508,11 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
         ended: std::sync::Arc::clone(&ended),
     };
     let parts = StreamParts {
-        timers: StreamTimers {
+        timers: StreamLimits {
             idle_timeout: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(10),
+            max_duration: None,
+            max_bytes: None,
         },
         drain: DrainSignal::never(),
         span: tracing::Span::none(),

@@ -1,11 +1,12 @@
-//! [`Deadlines`]: a stream's two timers, its idle timeout and its heartbeat, whose deadlines
-//! move with every event and fire rarely, on one tokio [`Sleep`].
+//! [`Deadlines`]: a stream's timers, on one tokio [`Sleep`]: its idle timeout and its heartbeat,
+//! whose deadlines move with every event and fire rarely, and the fixed end of a bounded run
+//! (`max_stream_duration`).
 //!
 //! Re-arming a tokio [`Sleep`] takes the timer wheel's lock; done for every event it was the
 //! largest cost on the per-event path after the writes. A moved deadline is a store here; the
 //! sleep is re-armed only when it fires before the deadlines, or when the nearer one moves
-//! earlier than it. One sleep for both timers: a stream waiting for its upstream polls one
-//! timer, not two.
+//! earlier than it. One sleep for every timer: a stream waiting for its upstream polls one
+//! timer, not three.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,23 +19,35 @@ use tokio::time::{Instant, Sleep};
 pub struct Deadlines {
     idle: Instant,
     heartbeat: Instant,
+    /// When the run must end, if it is bounded; it never moves.
+    end: Option<Instant>,
     sleep: Pin<Box<Sleep>>,
 }
 
 /// Which deadline has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
+    /// The run has lasted as long as it may.
+    End,
     Idle,
     Heartbeat,
 }
 
 impl Deadlines {
-    pub fn new(idle: Instant, heartbeat: Instant) -> Deadlines {
+    /// `end`: when a bounded run must end.
+    pub fn new(idle: Instant, heartbeat: Instant, end: Option<Instant>) -> Deadlines {
+        let first = end.map_or(idle.min(heartbeat), |end| end.min(idle).min(heartbeat));
         Deadlines {
             idle,
             heartbeat,
-            sleep: Box::pin(tokio::time::sleep_until(idle.min(heartbeat))),
+            end,
+            sleep: Box::pin(tokio::time::sleep_until(first)),
         }
+    }
+
+    /// Whether the run's end (if it is bounded) has come by `now`.
+    pub fn ended_by(&self, now: Instant) -> bool {
+        self.end.is_some_and(|end| now >= end)
     }
 
     /// Moves the idle deadline to `at`.
@@ -47,20 +60,26 @@ impl Deadlines {
         self.heartbeat = at;
     }
 
-    /// Ready with the deadline that has passed, the idle one first; the idle deadline counts
-    /// only when `idle_counts`. Registers the waker otherwise.
+    /// Ready with the deadline that has passed: the run's end first, then the idle one (which
+    /// counts only when `idle_counts`), then the heartbeat. Registers the waker otherwise.
     pub fn poll(&mut self, cx: &mut Context<'_>, idle_counts: bool) -> Poll<Due> {
-        let next = if idle_counts {
+        let mut next = if idle_counts {
             self.idle.min(self.heartbeat)
         } else {
             self.heartbeat
         };
+        if let Some(end) = self.end {
+            next = next.min(end);
+        }
         if self.sleep.deadline() > next {
             self.sleep.as_mut().reset(next);
         }
         loop {
             ready!(self.sleep.as_mut().poll(cx));
             let fired = self.sleep.deadline();
+            if self.ended_by(fired) {
+                return Poll::Ready(Due::End);
+            }
             if idle_counts && fired >= self.idle {
                 return Poll::Ready(Due::Idle);
             }
@@ -91,7 +110,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn fires_at_the_last_deadline_it_was_moved_to() {
         let start = Instant::now();
-        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100));
+        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100), None);
         assert!(poll(&mut deadlines, true).is_pending());
         tokio::time::advance(secs(6)).await;
         deadlines.set_idle(Instant::now() + secs(10));
@@ -109,7 +128,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_deadline_moved_earlier_fires_earlier() {
         let start = Instant::now();
-        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100));
+        let mut deadlines = Deadlines::new(start + secs(10), start + secs(100), None);
         assert!(poll(&mut deadlines, true).is_pending());
         deadlines.set_idle(start + secs(2));
         tokio::time::advance(secs(2)).await;
@@ -119,7 +138,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_nearer_deadline_fires_first_and_idle_only_when_it_counts() {
         let start = Instant::now();
-        let mut deadlines = Deadlines::new(start + secs(3), start + secs(5));
+        let mut deadlines = Deadlines::new(start + secs(3), start + secs(5), None);
         tokio::time::advance(secs(3)).await;
         assert!(
             poll(&mut deadlines, false).is_pending(),
@@ -137,5 +156,29 @@ mod tests {
         deadlines.set_idle(Instant::now() + secs(60));
         tokio::time::advance(secs(4)).await;
         assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Heartbeat));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_a_bounded_run_fires_first_and_does_not_move() {
+        let start = Instant::now();
+        let mut deadlines = Deadlines::new(start + secs(3), start + secs(2), Some(start + secs(7)));
+        assert!(!deadlines.ended_by(start + secs(6)));
+        tokio::time::advance(secs(2)).await;
+        assert_eq!(poll(&mut deadlines, true), Poll::Ready(Due::Heartbeat));
+        // Events keep the idle and heartbeat deadlines ahead; the end stays where it was.
+        for _ in 0..4 {
+            deadlines.set_idle(Instant::now() + secs(3));
+            deadlines.set_heartbeat(Instant::now() + secs(2));
+            assert!(poll(&mut deadlines, true).is_pending());
+            tokio::time::advance(secs(1)).await;
+        }
+        assert!(poll(&mut deadlines, false).is_pending(), "6 s");
+        tokio::time::advance(secs(1)).await;
+        assert_eq!(
+            poll(&mut deadlines, false),
+            Poll::Ready(Due::End),
+            "7 s, though idle does not count"
+        );
+        assert!(deadlines.ended_by(Instant::now()));
     }
 }

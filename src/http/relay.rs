@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use prometheus_client::metrics::histogram::Histogram;
 use tracing::Span;
 
-use super::body::{RunOwner, Source, StreamParts, StreamTimers, TranslatingBody, UpstreamBody};
+use super::body::{RunOwner, Source, StreamLimits, StreamParts, TranslatingBody, UpstreamBody};
 use super::clock;
 use super::drain_deadline::DrainDeadline;
 use super::headers::{self, ForwardPolicy, Proto};
@@ -295,9 +295,11 @@ impl Relay {
         W: Writer,
         O: RunOwner<R, W>,
     {
-        let timers = StreamTimers {
+        let timers = StreamLimits {
             idle_timeout: route.limits.idle_timeout,
             heartbeat_interval: route.limits.heartbeat_interval,
+            max_duration: route.limits.max_stream_duration,
+            max_bytes: route.limits.max_stream_bytes,
         };
         let drain = self.drain_deadline.signal();
         let parts = StreamParts {

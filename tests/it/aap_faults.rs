@@ -6,6 +6,7 @@
 //! - The core's upstream faults rendered in AAP, each in `delta` and in `none` mode: an idle
 //!   upstream (`[routes.limits] idle_timeout`), a `data:` line that is not JSON, an event over
 //!   `max_event_bytes`, `RUN_ERROR` in the middle of a message (after a completed tool round),
+//!   an endless upstream past `max_stream_duration`, a flooding one past `max_stream_bytes`,
 //!   an HTTP 503 and a refused connection. Mid-stream faults end in `turn_stop error` / 200
 //!   `{"stopReason":"error"}` and leave the user's message and the completed tool rounds in the
 //!   history, never the interrupted step; failures before the stream are a 502 / `turn_start`,
@@ -245,6 +246,10 @@ enum Fault {
     RunError,
     /// `503` before any event.
     Http503,
+    /// Some text, then a comment every 20 ms for 20 s under `max_stream_duration = "500ms"`.
+    Endless,
+    /// Some text, then 64 KiB of comments at once under `max_stream_bytes = 8192`.
+    Flood,
 }
 
 const PARTIAL: &str = "partial answer";
@@ -254,6 +259,8 @@ fn fault_limits(fault: Fault) -> &'static str {
     match fault {
         Fault::IdleTimeout => r#"idle_timeout = "300ms""#,
         Fault::Oversized => "max_event_bytes = 4096",
+        Fault::Endless => r#"max_stream_duration = "500ms""#,
+        Fault::Flood => "max_stream_bytes = 8192",
         _ => "",
     }
 }
@@ -297,6 +304,20 @@ fn fault_script(fault: Fault, request: &RecordedRequest) -> Script {
             Script::sse_json(&events)
         }
         Fault::Http503 => Script::status_body(503, "application/json", r#"{"error":"overloaded"}"#),
+        Fault::Endless => Script::sse_json(&prefix).comments(1000, 16, Duration::from_millis(20)),
+        Fault::Flood => Script::sse_json(&prefix)
+            .comments(64, 1024, Duration::ZERO)
+            .stall(),
+    }
+}
+
+/// The code a fault ends the run with, where the gateway logs it (AAP's `error` stop carries
+/// none).
+fn fault_code(fault: Fault) -> Option<&'static str> {
+    match fault {
+        Fault::Endless => Some("STREAM_DURATION_EXCEEDED"),
+        Fault::Flood => Some("STREAM_BYTES_EXCEEDED"),
+        _ => None,
     }
 }
 
@@ -400,11 +421,14 @@ async fn fault_then_recovery(fault: Fault, mode: &str) {
 
     let reply = aap.turn(&sid, user_turn(mode, "first")).await;
     assert_fault_reply(fault, mode, &reply);
-    if fault == Fault::IdleTimeout {
+    if matches!(fault, Fault::IdleTimeout | Fault::Endless | Fault::Flood) {
         assert!(
             upstream.wait_for_cancellation(PATIENCE).await,
-            "after the idle timeout the gateway closes the upstream connection"
+            "after {fault:?} the gateway closes the upstream connection"
         );
+    }
+    if let Some(code) = fault_code(fault) {
+        gateway.wait_for_stderr(code).await;
     }
 
     // The history: the failed turn's input and completed rounds, no half answer, no dangling call.
@@ -448,6 +472,26 @@ async fn fault_then_recovery(fault: Fault, mode: &str) {
         "one upstream request per turn"
     );
     assert!(gateway.is_running());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_upstream_past_max_stream_duration_in_delta_mode() {
+    fault_then_recovery(Fault::Endless, "delta").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_upstream_past_max_stream_duration_in_none_mode() {
+    fault_then_recovery(Fault::Endless, "none").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooding_upstream_past_max_stream_bytes_in_delta_mode() {
+    fault_then_recovery(Fault::Flood, "delta").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooding_upstream_past_max_stream_bytes_in_none_mode() {
+    fault_then_recovery(Fault::Flood, "none").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -240,6 +240,82 @@ async fn oversized_unterminated_event_is_rejected_without_waiting_for_its_end() 
     assert_prefix_then_terminal(&events, &prefix);
 }
 
+// ---------------------------------------------------------------- bounded runs
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_max_stream_duration_ends_with_its_code_and_closes_the_upstream() {
+    // Events every 20 ms for 20 s: the route lets a run last 400 ms.
+    let prefix = complete_prefix();
+    let mut script = Script::sse_json(&prefix).event_json(&text::start("m2"));
+    for i in 0..1000 {
+        script = script
+            .event_json(&text::content("m2", &format!("tick {i} ")))
+            .sleep(std::time::Duration::from_millis(20));
+    }
+    let upstream = ScriptedUpstream::with_script(script).await;
+    let gateway = Gateway::agui(&upstream.url("/agent"), &["--max-stream-duration", "400ms"]);
+
+    let started = std::time::Instant::now();
+    let events = run_to_end(&gateway).await;
+    let lasted = started.elapsed();
+
+    let terminal = assert_run_envelope(&events, THREAD, RUN);
+    assert_run_error(terminal, "STREAM_DURATION_EXCEEDED");
+    assert!(
+        lasted >= std::time::Duration::from_millis(400)
+            && lasted < std::time::Duration::from_secs(3),
+        "ended after {lasted:?}"
+    );
+    let ticks = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["messageId"] == "m2")
+        .count();
+    assert!(
+        ticks >= 5,
+        "the events within the bound were relayed: {ticks}"
+    );
+    assert!(
+        upstream.wait_for_cancellation(PATIENCE).await,
+        "the upstream connection is closed when the run is ended"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_max_stream_bytes_ends_with_its_code_and_closes_the_upstream() {
+    // The prefix, then 16 MiB of events as fast as the upstream can write them: the route lets
+    // a stream carry 64 KiB.
+    let prefix = complete_prefix();
+    let chunk: String = (0..64)
+        .map(|i| {
+            let event = text::content("m2", &format!("{i:04}{}", "x".repeat(1000)));
+            format!("data: {event}\n\n")
+        })
+        .collect();
+    let mut script = Script::sse_json(&prefix).event_json(&text::start("m2"));
+    for _ in 0..256 {
+        script = script.bytes(&chunk);
+    }
+    let upstream = ScriptedUpstream::with_script(script).await;
+    let gateway = Gateway::agui(&upstream.url("/agent"), &["--max-stream-bytes", "65536"]);
+
+    let events = run_to_end(&gateway).await;
+
+    let terminal = assert_run_envelope(&events, THREAD, RUN);
+    assert_run_error(terminal, "STREAM_BYTES_EXCEEDED");
+    let relayed: usize = events
+        .iter()
+        .map(|e| e["delta"].as_str().map_or(0, str::len))
+        .sum();
+    assert!(
+        (50_000..=65_536).contains(&relayed),
+        "about the bound's worth of deltas was relayed, never more: {relayed} bytes"
+    );
+    assert!(
+        upstream.wait_for_cancellation(PATIENCE).await,
+        "the upstream connection is closed when the run is ended"
+    );
+}
+
 // ---------------------------------------------------------------- heartbeats
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,8 @@
 
 use crate::support;
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use support::{
     client::BodyEnd, event_types, send, Gateway, Request, Script, ScriptedUpstream, PATIENCE,
@@ -362,6 +364,18 @@ async fn upstream_faults_end_hai_streams_with_their_codes() {
             ),
             &["--max-event-bytes", "1024"],
             "UPSTREAM_EVENT_TOO_LARGE",
+        ),
+        (
+            Script::sse_json(&agui_prefix()).comments(1000, 16, Duration::from_millis(20)),
+            &["--max-stream-duration", "300ms"],
+            "STREAM_DURATION_EXCEEDED",
+        ),
+        (
+            Script::sse_json(&agui_prefix())
+                .comments(64, 1024, Duration::ZERO)
+                .stall(),
+            &["--max-stream-bytes", "8192"],
+            "STREAM_BYTES_EXCEEDED",
         ),
     ];
     for (script, flags, code) in cases {

@@ -125,6 +125,19 @@ impl Script {
         events.iter().fold(self, |s, e| s.event_json(e))
     }
 
+    /// `n` SSE comments of `bytes` bytes each (at least 4), `pause` apart: an upstream that
+    /// keeps its stream alive without an event (or, with no pause, floods it).
+    pub fn comments(mut self, n: usize, bytes: usize, pause: Duration) -> Self {
+        let comment = format!(": {}\n\n", "k".repeat(bytes.saturating_sub(4)));
+        for _ in 0..n {
+            self = self.bytes(&comment);
+            if !pause.is_zero() {
+                self = self.sleep(pause);
+            }
+        }
+        self
+    }
+
     pub fn sleep(self, d: Duration) -> Self {
         self.step(Step::Sleep(d))
     }
