@@ -51,6 +51,7 @@ mod session_owners;
 mod session_store_file;
 mod session_store_redis;
 mod shipped_configs;
+mod strict_requests;
 mod telemetry;
 mod tls;
 mod translate_cli;

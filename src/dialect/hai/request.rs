@@ -6,13 +6,15 @@ use serde_json::{Map, Value};
 pub use super::history::HistoryContent;
 use super::history::{self, AssistantContent};
 use crate::dialect::agui::request::{input_from_map, request_object};
-use crate::error::Failure;
+use crate::error::{ErrorCode, Failure};
 use crate::event::IdMint;
 use crate::event::{RunAgentInput, PROTOCOL_VERSION};
 use crate::mapping::Mappings;
 
-/// Reads a HAI client's body. `new_id` supplies a thread or run id the body lacks (the proxy
-/// passes UUID v4s); errors are `INVALID_REQUEST` naming the field.
+/// Reads a HAI client's body. `new_id` supplies a thread or run id the body lacks, or leaves
+/// `null` or empty (the proxy passes UUID v4s); an id of another type is refused, not replaced
+/// (a client that sent one would otherwise never see its run under the id it named). Errors
+/// are `INVALID_REQUEST` naming the field.
 pub fn read_request(
     body: &[u8],
     mappings: &Mappings,
@@ -24,12 +26,18 @@ pub fn read_request(
         if let Some(v) = map.shift_remove(snake) {
             map.entry(camel).or_insert(v);
         }
-        if map
-            .get(camel)
-            .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
-        {
-            map.insert(camel.into(), new_id().into());
+        match map.get(camel) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(id)) if id.is_empty() => {}
+            Some(Value::String(_)) => continue,
+            Some(_) => {
+                return Err(Failure::new(
+                    ErrorCode::InvalidRequest,
+                    format!("{camel}: must be a string"),
+                ))
+            }
         }
+        map.insert(camel.into(), new_id().into());
     }
     let run_id = map
         .get("runId")
@@ -117,7 +125,6 @@ pub fn write_request(input: &RunAgentInput) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
     use serde_json::json;
 
     fn read(v: Value) -> Result<RunAgentInput, Failure> {
@@ -187,5 +194,29 @@ mod tests {
         assert!(err.message.contains("messages[0]"), "{}", err.message);
         let err = read(json!({"threadId":"t","messages":"x"})).unwrap_err();
         assert!(err.message.contains("messages"), "{}", err.message);
+    }
+
+    #[test]
+    fn ids_are_minted_when_absent_null_or_empty_and_refused_when_of_another_type() {
+        let input = read(json!({"threadId":null,"run_id":"","messages":[]})).unwrap();
+        assert_eq!(
+            (input.thread_id.as_str(), input.run_id.as_str()),
+            ("gen-1", "gen-2")
+        );
+        let input = read(json!({"thread_id":"t","runId":"r","messages":[]})).unwrap();
+        assert_eq!(
+            (input.thread_id.as_str(), input.run_id.as_str()),
+            ("t", "r")
+        );
+        for (body, field) in [
+            (json!({"threadId":123,"runId":"r"}), "threadId"),
+            (json!({"threadId":"t","runId":["r"]}), "runId"),
+            (json!({"thread_id":{"id":"t"}}), "threadId"),
+            (json!({"threadId":"t","runId":false}), "runId"),
+        ] {
+            let err = read(body.clone()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidRequest, "{body}");
+            assert_eq!(err.message, format!("{field}: must be a string"), "{body}");
+        }
     }
 }

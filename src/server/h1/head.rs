@@ -3,7 +3,7 @@
 //! §3, §6), and a response head written with the framing the connection chose for its body.
 
 use bytes::BytesMut;
-use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, HOST, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
@@ -76,6 +76,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, BadHead> {
             .map_err(|_| BadHead::bad("a bad header value"))?;
         map.append(name, value);
     }
+    check_host(version, &map)?;
     let body = body_framing(&map)?;
     let keep_alive = match version {
         Version::HTTP_11 => !has_token(&map, &CONNECTION, "close"),
@@ -100,6 +101,28 @@ pub fn parse(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, BadHead> {
         },
         len,
     )))
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one `Host`, any request at most one,
+/// and its value is an authority (or empty, for a target without one). Anything else is a
+/// 400: a gateway that guessed which host was meant would let a client and an upstream (or
+/// a cache before it) disagree about it.
+fn check_host(version: Version, headers: &HeaderMap) -> Result<(), BadHead> {
+    let mut hosts = headers.get_all(HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(BadHead::bad("more than one Host header"));
+    }
+    match host {
+        None if version == Version::HTTP_11 => Err(BadHead::bad("no Host header")),
+        None => Ok(()),
+        Some(value) if value.is_empty() => Ok(()),
+        Some(value) => match http::uri::Authority::try_from(value.as_bytes()) {
+            // An authority with user info is not a host.
+            Ok(authority) if !authority.as_str().contains('@') => Ok(()),
+            _ => Err(BadHead::bad("a bad Host header")),
+        },
+    }
 }
 
 /// How a request's body is delimited (RFC 9112 §6.3): chunked, a length, or none. A request
@@ -259,17 +282,18 @@ mod tests {
     #[test]
     fn framing_keep_alive_and_expect_follow_the_headers() {
         let chunked =
-            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nExpect: 100-continue\r\n\r\n";
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\nExpect: 100-continue\r\n\r\n";
         let (head, _) = parsed(chunked).unwrap().unwrap();
         assert_eq!(head.body, Framing::Chunked(Chunk::Size));
         assert!(head.expects_continue);
-        let close = "GET / HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n";
+        let close = "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Close\r\n\r\n";
         assert!(!parsed(close).unwrap().unwrap().0.keep_alive);
         let old = "GET / HTTP/1.0\r\n\r\n";
         assert!(!parsed(old).unwrap().unwrap().0.keep_alive);
         let old_kept = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
         assert!(parsed(old_kept).unwrap().unwrap().0.keep_alive);
-        let same_lengths = "POST / HTTP/1.1\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\n";
+        let same_lengths =
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\n";
         assert_eq!(
             parsed(same_lengths).unwrap().unwrap().0.body,
             Framing::Length(3)
@@ -295,6 +319,38 @@ mod tests {
         let many: String = (0..=MAX_HEADERS).map(|i| format!("h{i}: v\r\n")).collect();
         let refused = parsed(&format!("GET / HTTP/1.1\r\n{many}\r\n")).unwrap_err();
         assert_eq!(refused.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    }
+
+    #[test]
+    fn an_http_1_1_head_has_exactly_one_valid_host() {
+        for (bad, why) in [
+            ("GET / HTTP/1.1\r\n\r\n", "no Host header"),
+            (
+                "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                "more than one Host header",
+            ),
+            (
+                "GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+                "more than one Host header",
+            ),
+            ("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "a bad Host header"),
+            ("GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", "a bad Host header"),
+            ("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", "a bad Host header"),
+        ] {
+            let refused = parsed(bad).unwrap_err();
+            assert_eq!(refused, BadHead::bad(why), "{bad:?}");
+        }
+        for good in [
+            "GET / HTTP/1.1\r\nHost: gateway.example:8080\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+            "GET / HTTP/1.1\r\nHOST: 127.0.0.1\r\n\r\n",
+            // A target without an authority is sent with an empty Host.
+            "OPTIONS * HTTP/1.1\r\nHost:\r\n\r\n",
+            // HTTP/1.0 has no Host requirement.
+            "GET / HTTP/1.0\r\n\r\n",
+        ] {
+            assert!(parsed(good).unwrap().is_some(), "{good:?}");
+        }
     }
 
     #[test]

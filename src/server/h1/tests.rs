@@ -197,7 +197,14 @@ async fn bad_heads_are_answered_and_the_connection_closed() {
         ),
         ("NOT HTTP AT ALL\r\n\r\n", "400 Bad Request"),
         (
-            &format!("GET / HTTP/1.1\r\nx-long: {}\r\n\r\n", "a".repeat(9000)),
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "400 Bad Request",
+        ),
+        (
+            &format!(
+                "GET / HTTP/1.1\r\nHost: x\r\nx-long: {}\r\n\r\n",
+                "a".repeat(9000)
+            ),
             "431 Request Header Fields Too Large",
         ),
     ] {
