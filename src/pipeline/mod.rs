@@ -28,6 +28,7 @@ use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES
 
 pub mod owners;
 pub mod sequencer;
+pub mod output_check;
 pub mod verify;
 
 pub use crate::dialect::Unsupported;
