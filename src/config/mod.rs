@@ -104,21 +104,32 @@ pub enum ConfigError {
 
 /// Resolves the configuration: the file (if any), then `overrides` (flags and environment).
 pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-    let text = match file {
-        Some(path) => std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?,
-        None => String::new(),
+    let Some(path) = file else {
+        return resolve(None, overrides);
     };
-    let origin = file.map_or_else(|| "flags".to_owned(), |path| path.display().to_string());
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    resolve(Some((&path.display().to_string(), &text)), overrides)
+}
+
+/// [`load`] with the file's text already read; `origin` names it in problems.
+pub fn load_text(origin: &str, text: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    resolve(Some((origin, text)), overrides)
+}
+
+/// `file`: its name and text.
+fn resolve(file: Option<(&str, &str)>, overrides: &Overrides) -> Result<Config, ConfigError> {
     let mut p = match file {
-        Some(_) => Problems::file(&origin, &text),
+        Some((origin, text)) => Problems::file(origin, text),
         None => Problems::flags(),
     };
     let mut f = Problems::flags();
     let raw = match file {
-        Some(_) => RawConfig::read(&origin, &text, &mut p).map_err(ConfigError::Invalid)?,
+        Some((origin, text)) => {
+            RawConfig::read(origin, text, &mut p).map_err(ConfigError::Invalid)?
+        }
         None => RawConfig::default(),
     };
     let server = server::server(&mut p, &mut f, &raw, overrides);

@@ -18,7 +18,7 @@ mod write;
 pub use fix::Timestamps;
 pub use options::ReaderOptions;
 pub use read::AguiReader;
-pub use request::{read_request, write_request, RequestProfile};
+pub use request::{read_request, read_request_lenient, write_request, RequestProfile};
 pub use write::{AguiWriter, ProtocolVersion, UnknownFields};
 
 /// A route's AG-UI options: the reader's repairs (also used by the HAI reader, which reads the
