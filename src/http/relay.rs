@@ -38,6 +38,13 @@ type ClientKey = (Duration, Option<ClientFiles>);
 /// The media type of AG-UI protobuf streams, which the gateway does not translate.
 const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 
+/// Whether a `Content-Type` announces HTML.
+fn is_html(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("text/html")
+        || essence.eq_ignore_ascii_case("application/xhtml+xml")
+}
+
 /// See the module docs. Cheap to clone.
 #[derive(Clone)]
 pub struct Relay {
@@ -270,6 +277,18 @@ impl Relay {
             return Err(Failure::new(
                 ErrorCode::UpstreamMalformed,
                 "the upstream answered an AG-UI protobuf stream; protobuf streams are not translated",
+            ));
+        }
+        if is_html(content_type) {
+            // A login page, a proxy's error page, a web app on the wrong port: read as SSE it
+            // would hold no event, and the run would end as truncated once the page had.
+            tracing::warn!(
+                content_type = %content_type,
+                "the upstream answered an HTML page, not an event stream; check the route's upstream URL"
+            );
+            return Err(Failure::new(
+                ErrorCode::UpstreamMalformed,
+                "the upstream answered a web page, not an event stream",
             ));
         }
         let framing = Framing::from_content_type(content_type);

@@ -1,5 +1,5 @@
 //! Upstream framings other than SSE (dialects.md row 18): NDJSON bodies are read line by line;
-//! a protobuf answer is refused before the stream, with a reason.
+//! a protobuf, compressed or HTML answer is refused before the stream, with a reason.
 
 use crate::support;
 
@@ -58,6 +58,33 @@ async fn a_protobuf_answer_is_refused_before_the_stream() {
         .as_str()
         .unwrap()
         .contains("protobuf"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_page_is_refused_before_the_stream() {
+    for content_type in [
+        "text/html; charset=utf-8",
+        "TEXT/HTML",
+        "application/xhtml+xml",
+    ] {
+        let upstream = ScriptedUpstream::with_script(
+            Script::new(200)
+                .header("content-type", content_type)
+                .bytes("<!doctype html><html><body>Sign in</body></html>")
+                .stall(),
+        )
+        .await;
+        let gateway = Gateway::agui(&upstream.url("/agent"), &[]);
+        let mut response = send(gateway.addr, &Request::post_json("/", run_input("t", "r"))).await;
+        assert_eq!(response.status, 502, "{content_type}");
+        let body = response.json().await;
+        assert_eq!(
+            body["error"]["code"], "UPSTREAM_MALFORMED",
+            "{content_type}"
+        );
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("web page"), "{message}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
