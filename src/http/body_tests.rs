@@ -332,21 +332,28 @@ fn flood_body(frame: &'static str, drain: DrainSignal) -> TranslatingBody {
     translating(Flood { frame }, drain)
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
-    let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
-    let mut body = flood_body(event, reached_after(Duration::from_secs(1)));
+/// Reads `body` to its end, moving the paused clock on by `step` every `every` frames; its last
+/// frame. Panics when 100,000 frames pass without an end.
+async fn last_frame_advancing(mut body: TranslatingBody, every: usize, step: Duration) -> String {
     let mut frames = 0;
     let mut last = String::new();
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame;
         last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
         frames += 1;
-        if frames % 1000 == 0 {
-            tokio::time::advance(Duration::from_millis(400)).await;
+        if frames % every == 0 {
+            tokio::time::advance(step).await;
         }
-        assert!(frames < 100_000, "the drain signal was never observed");
+        assert!(frames < 100_000, "the stream never ended: {last}");
     }
+    last
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
+    let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
+    let body = flood_body(event, reached_after(Duration::from_secs(1)));
+    let last = last_frame_advancing(body, 1000, Duration::from_millis(400)).await;
     assert!(last.contains("GATEWAY_SHUTDOWN"), "{last}");
 }
 
@@ -354,23 +361,13 @@ async fn the_drain_deadline_is_seen_even_when_the_upstream_always_has_data() {
 async fn a_run_past_max_stream_duration_ends_even_when_the_upstream_always_has_data() {
     let event = "data: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}\n\n";
     let started = Instant::now();
-    let mut body = translating_within(
+    let body = translating_within(
         Flood { frame: event },
         DrainSignal::never(),
         Some(Duration::from_secs(2)),
         None,
     );
-    let mut frames = 0;
-    let mut last = String::new();
-    while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame;
-        last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
-        frames += 1;
-        if frames % 100 == 0 {
-            tokio::time::advance(Duration::from_millis(100)).await;
-        }
-        assert!(frames < 100_000, "the bound was never observed");
-    }
+    let last = last_frame_advancing(body, 100, Duration::from_millis(100)).await;
     assert!(last.contains("STREAM_DURATION_EXCEEDED"), "{last}");
     assert!(last.contains("max_stream_duration"), "{last}");
     let lasted = started.elapsed();

@@ -80,22 +80,8 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
 }
 
 fn run(input: &[u8], rng: &mut Rng, max_event_bytes: usize) -> Vec<u8> {
-    let ids = RunIds {
-        thread_id: "thread".into(),
-        run_id: "run".into(),
-    };
-    let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids);
-    spec.options.max_event_bytes = max_event_bytes;
-    let mut pipeline = Pipeline::new(spec).unwrap();
-    let mut out = BytesMut::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        let n = 1 + rng.below(rest.len().min(97));
-        pipeline.push(&rest[..n], &mut out);
-        rest = &rest[n..];
-    }
-    pipeline.end(&mut out);
-    out.to_vec()
+    let (agui, none) = (Dialect::AgUi, StreamMode::None);
+    run_pair(agui, agui, none, input, rng, max_event_bytes)
 }
 
 fn assert_ends_well(output: &[u8], context: &str) {
