@@ -457,6 +457,35 @@ mod tests {
         String::from_utf8(translate_all(spec, input.as_bytes()).unwrap().to_vec()).unwrap()
     }
 
+    /// Numbers an event carries through the gateway keep their value to the last bit: a
+    /// number parsed to a neighbouring double would be written back as another number (found
+    /// by the `round_trip` fuzz target; serde_json's `float_roundtrip`).
+    #[test]
+    fn numbers_keep_their_value_through_the_gateway() {
+        let numbers = ["5.555555555555555e96", "0.1", "2.2250738585072014e-308", "1e23"];
+        let state = format!("[{}]", numbers.join(","));
+        let input = format!(
+            "data: {{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n\
+             data: {{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{state}}}\n\n\
+             data: {{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n"
+        );
+        let out = agui(&input);
+        let snapshot = out
+            .split("\n\n")
+            .find(|frame| frame.contains("STATE_SNAPSHOT"))
+            .expect("the snapshot");
+        let written: serde_json::Value =
+            serde_json::from_str(snapshot.trim_start_matches("data: ")).unwrap();
+        let values: Vec<f64> = numbers.iter().map(|n| n.parse().unwrap()).collect();
+        let kept: Vec<f64> = written["snapshot"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(kept, values, "{snapshot}");
+    }
+
     /// AG-UI → AG-UI forwards the bytes of a delta the pipeline leaves as it is, and encodes
     /// again what it changes: here, the delta of a message a subagent opened takes its lane.
     #[test]
