@@ -462,7 +462,12 @@ mod tests {
     /// by the `round_trip` fuzz target; serde_json's `float_roundtrip`).
     #[test]
     fn numbers_keep_their_value_through_the_gateway() {
-        let numbers = ["5.555555555555555e96", "0.1", "2.2250738585072014e-308", "1e23"];
+        let numbers = [
+            "5.555555555555555e96",
+            "0.1",
+            "2.2250738585072014e-308",
+            "1e23",
+        ];
         let state = format!("[{}]", numbers.join(","));
         let input = format!(
             "data: {{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}}\n\n\

@@ -45,7 +45,9 @@ pub fn read_request_lenient(body: &[u8], aliases: &AguiAliases) -> Result<RunAge
 /// vendor's extras), or anything the strict types refuse (a `binary` part, a non-object
 /// `metadata`). Tested to agree with the lenient reading: `strict_and_lenient_readings_agree`.
 fn strict_request(body: &[u8]) -> Option<RunAgentInput> {
-    if memchr::memmem::find(body, b"null").is_some() {
+    // serde_json checks the UTF-8 of what it decodes, not of what it skips (a key the types do
+    // not know, inside a tool): the lenient reading refuses such a body, so this must too.
+    if memchr::memmem::find(body, b"null").is_some() || simdutf8::basic::from_utf8(body).is_err() {
         return None;
     }
     let input: RunAgentInput = serde_json::from_slice(body).ok()?;
@@ -429,6 +431,21 @@ mod tests {
         // The strict path is taken for the three canonical bodies and the one with an empty id
         // (refused after it), and for nothing that needs a repair.
         assert_eq!(strict, 4);
+    }
+
+    /// Found by the `requests` fuzz target: serde_json skips what a type does not know without
+    /// checking its UTF-8, so the strict reading accepted a body the lenient one refuses.
+    #[test]
+    fn a_body_that_is_not_utf8_is_refused_whatever_holds_the_bad_bytes() {
+        let aliases = AguiAliases::builtin();
+        let mut body = br#"{"threadId":"t","runId":"r","messages":[],"tools":[{"name":"f","description":"d","vendor":"x"}]}"#.to_vec();
+        let at = body.windows(3).position(|w| w == b"\"x\"").unwrap() + 1;
+        body[at] = 0xCB;
+        assert!(strict_request(&body).is_none());
+        let read = read_request(&body, &aliases).unwrap_err();
+        let lenient = read_request_lenient(&body, &aliases).unwrap_err();
+        assert_eq!(read.message, lenient.message);
+        assert!(read.message.contains("not valid JSON"), "{}", read.message);
     }
 
     #[test]
