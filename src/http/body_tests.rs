@@ -394,6 +394,17 @@ async fn a_silent_run_ends_at_max_stream_duration_not_at_its_idle_timeout() {
     assert!(!out.iter().any(|f| f == ": ping\n\n"), "{out:?}");
 }
 
+/// Every frame of a stream over `upstream` bounded to `bound` upstream bytes.
+async fn frames_within_bytes(upstream: ScriptBody, bound: u64) -> Vec<String> {
+    frames(translating_within(
+        upstream,
+        DrainSignal::never(),
+        None,
+        Some(bound),
+    ))
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn max_stream_bytes_ends_the_run_with_the_events_within_it_translated() {
     let content =
@@ -403,13 +414,7 @@ async fn max_stream_bytes_ends_the_run_with_the_events_within_it_translated() {
     steps.push(Step::Data(FINISHED));
     // Room for the start and exactly two events; the third would pass the bound.
     let bound = (STARTED.len() + content(0).len() + content(1).len()) as u64;
-    let body = translating_within(
-        scripted(steps, false),
-        DrainSignal::never(),
-        None,
-        Some(bound),
-    );
-    let out = frames(body).await;
+    let out = frames_within_bytes(scripted(steps, false), bound).await;
     assert_eq!(
         types(&out),
         ["RUN_STARTED", "CUSTOM", "CUSTOM", "RUN_ERROR"],
@@ -426,13 +431,7 @@ async fn max_stream_bytes_ends_the_run_with_the_events_within_it_translated() {
     let mut read = format!("{STARTED}{}", content(0));
     let bound = (read.len() + 10) as u64;
     read.push_str(&": flood\n\n".repeat(10_000));
-    let body = translating_within(
-        scripted(vec![Step::Owned(read)], true),
-        DrainSignal::never(),
-        None,
-        Some(bound),
-    );
-    let out = frames(body).await;
+    let out = frames_within_bytes(scripted(vec![Step::Owned(read)], true), bound).await;
     assert_eq!(
         types(&out),
         ["RUN_STARTED", "CUSTOM", "RUN_ERROR"],

@@ -38,11 +38,23 @@ type ClientKey = (Duration, Option<ClientFiles>);
 /// The media type of AG-UI protobuf streams, which the gateway does not translate.
 const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
 
-/// Whether a `Content-Type` announces HTML.
-fn is_html(content_type: &str) -> bool {
+/// Why an upstream answer with these headers cannot be translated, in words for the client
+/// (what the upstream sent goes to the log only): a compressed body (the gateway asked for
+/// identity), an AG-UI protobuf stream, or an HTML page (a login or error page, a web app on
+/// the wrong port: read as SSE it would hold no event and end as truncated).
+fn untranslatable(content_type: &str, encoding: &str) -> Option<&'static str> {
     let essence = content_type.split(';').next().unwrap_or_default().trim();
-    essence.eq_ignore_ascii_case("text/html")
+    if !encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity") {
+        Some("the upstream compressed its event stream, which the gateway does not translate")
+    } else if essence.eq_ignore_ascii_case(AGUI_PROTO) {
+        Some("the upstream answered an AG-UI protobuf stream; protobuf streams are not translated")
+    } else if essence.eq_ignore_ascii_case("text/html")
         || essence.eq_ignore_ascii_case("application/xhtml+xml")
+    {
+        Some("the upstream answered a web page, not an event stream")
+    } else {
+        None
+    }
 }
 
 /// See the module docs. Cheap to clone.
@@ -254,42 +266,18 @@ impl Relay {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        if let Some(encoding) = response
+        let encoding = response
             .headers()
             .get(header::CONTENT_ENCODING)
             .and_then(|v| v.to_str().ok())
-            .filter(|e| !e.eq_ignore_ascii_case("identity"))
-        {
+            .unwrap_or_default();
+        if let Some(why) = untranslatable(content_type, encoding) {
             tracing::warn!(
+                content_type = %content_type,
                 content_encoding = %encoding,
-                "the upstream compressed its stream although the gateway asked for identity; turn compression off for event streams"
+                "{why}; check the route's upstream (and that it does not compress event streams)"
             );
-            return Err(Failure::new(
-                ErrorCode::UpstreamMalformed,
-                "the upstream compressed its event stream, which the gateway does not translate",
-            ));
-        }
-        if content_type.starts_with(AGUI_PROTO) {
-            tracing::warn!(
-                content_type = %content_type,
-                "the upstream answered protobuf although the gateway asked for text/event-stream"
-            );
-            return Err(Failure::new(
-                ErrorCode::UpstreamMalformed,
-                "the upstream answered an AG-UI protobuf stream; protobuf streams are not translated",
-            ));
-        }
-        if is_html(content_type) {
-            // A login page, a proxy's error page, a web app on the wrong port: read as SSE it
-            // would hold no event, and the run would end as truncated once the page had.
-            tracing::warn!(
-                content_type = %content_type,
-                "the upstream answered an HTML page, not an event stream; check the route's upstream URL"
-            );
-            return Err(Failure::new(
-                ErrorCode::UpstreamMalformed,
-                "the upstream answered a web page, not an event stream",
-            ));
+            return Err(Failure::new(ErrorCode::UpstreamMalformed, why));
         }
         let framing = Framing::from_content_type(content_type);
         let body = response
