@@ -18,7 +18,7 @@ use super::clock;
 use super::drain_deadline::DrainDeadline;
 use super::headers::{self, ForwardPolicy, Proto};
 use super::request_id::{RequestId, X_REQUEST_ID};
-use super::upstream::UpstreamClient;
+use super::upstream::{refuse_untranslatable, UpstreamClient};
 use super::ClientAddr;
 use crate::auth::outbound::{Credentials, Outbound};
 use crate::config::{Route, TrustedProxies, Upstream};
@@ -34,28 +34,6 @@ use crate::tls::ClientFiles;
 /// What a pooled client is built for: a connect timeout, and the TLS files of an `https://`
 /// upstream (`None` for plain `http://`).
 type ClientKey = (Duration, Option<ClientFiles>);
-
-/// The media type of AG-UI protobuf streams, which the gateway does not translate.
-const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
-
-/// Why an upstream answer with these headers cannot be translated, in words for the client
-/// (what the upstream sent goes to the log only): a compressed body (the gateway asked for
-/// identity), an AG-UI protobuf stream, or an HTML page (a login or error page, a web app on
-/// the wrong port: read as SSE it would hold no event and end as truncated).
-fn untranslatable(content_type: &str, encoding: &str) -> Option<&'static str> {
-    let essence = content_type.split(';').next().unwrap_or_default().trim();
-    if !encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity") {
-        Some("the upstream compressed its event stream, which the gateway does not translate")
-    } else if essence.eq_ignore_ascii_case(AGUI_PROTO) {
-        Some("the upstream answered an AG-UI protobuf stream; protobuf streams are not translated")
-    } else if essence.eq_ignore_ascii_case("text/html")
-        || essence.eq_ignore_ascii_case("application/xhtml+xml")
-    {
-        Some("the upstream answered a web page, not an event stream")
-    } else {
-        None
-    }
-}
 
 /// See the module docs. Cheap to clone.
 #[derive(Clone)]
@@ -261,24 +239,12 @@ impl Relay {
             }
         };
         tracing::debug!(status = %response.status(), "upstream answered");
+        refuse_untranslatable(response.headers())?;
         let content_type = response
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let encoding = response
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if let Some(why) = untranslatable(content_type, encoding) {
-            tracing::warn!(
-                content_type = %content_type,
-                content_encoding = %encoding,
-                "{why}; check the route's upstream (and that it does not compress event streams)"
-            );
-            return Err(Failure::new(ErrorCode::UpstreamMalformed, why));
-        }
         let framing = Framing::from_content_type(content_type);
         let body = response
             .into_body()

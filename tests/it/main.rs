@@ -22,6 +22,7 @@ mod admission;
 mod auth;
 mod browser;
 mod cors;
+mod fault_matrix;
 mod golden_aap;
 mod golden_aap_hop;
 mod golden_aap_upstream;

@@ -15,7 +15,7 @@ use crate::dialect::aap::types::{CreateSession, TurnRequest};
 use crate::dialect::aap::{ext, PROTOCOL_VERSION};
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::UpstreamBody;
-use crate::http::upstream::{read_json, UpstreamClient};
+use crate::http::upstream::{read_json, refuse_untranslatable, UpstreamClient};
 use crate::sse::Framing;
 
 use super::planner::ImageCaps;
@@ -216,6 +216,7 @@ impl Link {
             .client
             .send(Method::POST, &uri, headers, body, self.headers_timeout)
             .await?;
+        refuse_untranslatable(response.headers())?;
         let json = response
             .headers()
             .get(header::CONTENT_TYPE)

@@ -46,6 +46,45 @@ const EXCERPT_BYTES: usize = 512;
 const TLS_FAILED: &str =
     "a trusted TLS connection to the upstream could not be established; the gateway log has the details";
 
+/// The media type of AG-UI protobuf streams, which the gateway does not translate.
+const AGUI_PROTO: &str = "application/vnd.ag-ui.event+proto";
+
+/// Refuses an upstream answer that cannot be an event stream or a JSON answer the gateway
+/// reads, as `UPSTREAM_MALFORMED` with words for the client (what the upstream sent goes to the
+/// log only): a compressed body (the gateway asked for identity), an AG-UI protobuf stream, or
+/// an HTML page (a login or error page, a web app on the wrong port: read as SSE it would hold
+/// no event and end as truncated). For every upstream dialect, AAP agents' turns included.
+pub fn refuse_untranslatable(headers: &HeaderMap) -> Result<(), Failure> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    };
+    let (content_type, encoding) = (
+        text(http::header::CONTENT_TYPE),
+        text(http::header::CONTENT_ENCODING),
+    );
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    let why = if !encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity") {
+        "the upstream compressed its event stream, which the gateway does not translate"
+    } else if essence.eq_ignore_ascii_case(AGUI_PROTO) {
+        "the upstream answered an AG-UI protobuf stream; protobuf streams are not translated"
+    } else if essence.eq_ignore_ascii_case("text/html")
+        || essence.eq_ignore_ascii_case("application/xhtml+xml")
+    {
+        "the upstream answered a web page, not an event stream"
+    } else {
+        return Ok(());
+    };
+    tracing::warn!(
+        content_type = %content_type,
+        content_encoding = %encoding,
+        "{why}; check the route's upstream (and that it does not compress event streams)"
+    );
+    Err(Failure::new(ErrorCode::UpstreamMalformed, why))
+}
+
 /// A pooled upstream client, for one connect timeout and one TLS configuration.
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {

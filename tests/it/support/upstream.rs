@@ -10,7 +10,7 @@
 use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use serde_json::Value;
@@ -40,6 +40,9 @@ pub enum Step {
     Close,
     /// Only meaningful as the first step: read the request, then never send response headers.
     NoHeaders,
+    /// Only meaningful as the first step: read the request, then drop the connection without a
+    /// response.
+    DropBeforeHeaders,
 }
 
 /// A scripted response. Headers are sent as soon as the request has been read (unless the first
@@ -86,6 +89,11 @@ impl Script {
     /// Reads the request, never answers.
     pub fn no_headers() -> Self {
         Script::new(200).step(Step::NoHeaders)
+    }
+
+    /// Reads the request, then drops the connection without answering.
+    pub fn drop_before_headers() -> Self {
+        Script::new(200).step(Step::DropBeforeHeaders)
     }
 
     /// A non-streaming answer such as an upstream error page.
@@ -195,6 +203,10 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     request_count: watch::Sender<usize>,
     cancellations: watch::Sender<usize>,
+    /// When each cancellation was seen, in order.
+    cancelled_at: Mutex<Vec<Instant>>,
+    /// Scripts running now (between a request read and its answer's end).
+    running: watch::Sender<usize>,
     tasks: Mutex<Vec<AbortHandle>>,
     responder: Box<Responder>,
 }
@@ -219,6 +231,8 @@ impl ScriptedUpstream {
             requests: Mutex::new(Vec::new()),
             request_count: watch::channel(0).0,
             cancellations: watch::channel(0).0,
+            cancelled_at: Mutex::new(Vec::new()),
+            running: watch::channel(0).0,
             tasks: Mutex::new(Vec::new()),
             responder: Box::new(responder),
         });
@@ -285,6 +299,24 @@ impl ScriptedUpstream {
         self.wait_for_requests(1, timeout).await
     }
 
+    /// When the `n`-th cancellation (from 1) was seen, waiting for it up to `timeout`.
+    pub async fn wait_for_cancellation_at(&self, n: usize, timeout: Duration) -> Option<Instant> {
+        let mut rx = self.shared.cancellations.subscribe();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|c| *c >= n)).await;
+        if !waited.is_ok_and(|r| r.is_ok()) {
+            return None;
+        }
+        self.shared.cancelled_at.lock().unwrap().get(n - 1).copied()
+    }
+
+    /// Waits until no script is running: every answer has ended, by its script or by the peer.
+    /// Returns false on timeout.
+    pub async fn wait_until_idle(&self, timeout: Duration) -> bool {
+        let mut rx = self.shared.running.subscribe();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0)).await;
+        waited.is_ok_and(|r| r.is_ok())
+    }
+
     /// Waits until the peer has closed at least one connection while its script was still in
     /// progress (mid-body, stalled, or before headers). Returns false on timeout.
     pub async fn wait_for_cancellation(&self, timeout: Duration) -> bool {
@@ -323,17 +355,19 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         shared.requests.lock().unwrap().push(request);
         shared.request_count.send_modify(|c| *c += 1);
 
+        shared.running.send_modify(|n| *n += 1);
         let outcome = tokio::select! {
             outcome = run_script(&script, &mut wr) => outcome,
             () = wait_peer_close(&mut rd, &mut buf) => Outcome::PeerClosed,
         };
+        if let Outcome::PeerClosed = outcome {
+            shared.cancelled_at.lock().unwrap().push(Instant::now());
+            shared.cancellations.send_modify(|c| *c += 1);
+        }
+        shared.running.send_modify(|n| *n -= 1);
         match outcome {
             Outcome::Completed => continue,
-            Outcome::ClosedByScript => return,
-            Outcome::PeerClosed => {
-                shared.cancellations.send_modify(|c| *c += 1);
-                return;
-            }
+            Outcome::ClosedByScript | Outcome::PeerClosed => return,
         }
     }
 }
@@ -350,8 +384,10 @@ async fn wait_peer_close(rd: &mut OwnedReadHalf, buf: &mut Vec<u8>) {
 }
 
 async fn run_script(script: &Script, wr: &mut OwnedWriteHalf) -> Outcome {
-    if matches!(script.steps.first(), Some(Step::NoHeaders)) {
-        return std::future::pending().await;
+    match script.steps.first() {
+        Some(Step::NoHeaders) => return std::future::pending().await,
+        Some(Step::DropBeforeHeaders) => return Outcome::ClosedByScript,
+        _ => {}
     }
     let reason = http::StatusCode::from_u16(script.status)
         .ok()
@@ -379,7 +415,7 @@ async fn run_script(script: &Script, wr: &mut OwnedWriteHalf) -> Outcome {
             Step::Sleep(d) => tokio::time::sleep(*d).await,
             Step::Stall => return std::future::pending().await,
             Step::Close => return Outcome::ClosedByScript,
-            Step::NoHeaders => {}
+            Step::NoHeaders | Step::DropBeforeHeaders => {}
         }
     }
     if write_flush(wr, b"0\r\n\r\n").await.is_err() {
