@@ -22,39 +22,18 @@ use crate::support;
 use std::{
     fmt,
     net::SocketAddr,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
+    sync::{atomic::AtomicUsize, Arc},
     time::{Duration, Instant},
 };
 
+use dialect_proxy::dialect::Dialect;
 use serde_json::{json, Value};
 use support::{
-    aap::{parse_aap_stream, AapClient},
+    pairs::{self, Answer},
     scrape::{metric, metrics, wait_for_metric},
     send, ConfigFile, Conn, Gateway, RecordedRequest, Request, Script, ScriptedUpstream, PATIENCE,
 };
 use tokio::net::TcpSocket;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dialect {
-    Agui,
-    Hai,
-    Aap,
-}
-
-const DIALECTS: [Dialect; 3] = [Dialect::Agui, Dialect::Hai, Dialect::Aap];
-
-impl Dialect {
-    fn config_name(self) -> &'static str {
-        match self {
-            Dialect::Agui => "ag-ui",
-            Dialect::Hai => "hai",
-            Dialect::Aap => "aap",
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -155,7 +134,7 @@ const FINE: &str = "all is well";
 /// One text event of `upstream`'s dialect, framed.
 fn text_frame(upstream: Dialect, text: &str) -> Vec<u8> {
     match upstream {
-        Dialect::Agui => {
+        Dialect::AgUi => {
             frame(&json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": text}))
         }
         Dialect::Hai => {
@@ -169,7 +148,7 @@ fn text_frame(upstream: Dialect, text: &str) -> Vec<u8> {
 fn opening(upstream: Dialect) -> Script {
     let mut script = Script::sse_headers();
     let events = match upstream {
-        Dialect::Agui => vec![
+        Dialect::AgUi => vec![
             frame(&json!({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})),
             frame(&json!({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"})),
         ],
@@ -188,7 +167,7 @@ fn opening(upstream: Dialect) -> Script {
 /// The message's end and the run's end.
 fn closing(upstream: Dialect, script: Script) -> Script {
     let events = match upstream {
-        Dialect::Agui => vec![
+        Dialect::AgUi => vec![
             frame(&json!({"type": "TEXT_MESSAGE_END", "messageId": "m1"})),
             frame(&json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})),
         ],
@@ -215,7 +194,7 @@ fn fault_script(upstream: Dialect, fault: Option<Fault>) -> Script {
     let Some(fault) = fault else {
         let script = Script::sse_headers();
         let script = match upstream {
-            Dialect::Agui => script
+            Dialect::AgUi => script
                 .bytes(frame(
                     &json!({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}),
                 ))
@@ -274,24 +253,13 @@ fn fault_script(upstream: Dialect, fault: Option<Fault>) -> Script {
     }
 }
 
-/// The scripted upstream of `dialect`. An AAP agent also serves `/meta` (one agent, `delta`
-/// streams) and `POST /sessions`; its turns are answered like the other dialects' runs.
+/// The scripted upstream of `dialect`; an AAP agent also serves `/meta` and `POST /sessions`.
 async fn start_upstream(dialect: Dialect) -> ScriptedUpstream {
-    let sessions = Arc::new(AtomicUsize::new(0));
+    let sessions = AtomicUsize::new(0);
     ScriptedUpstream::start(move |request: &RecordedRequest| {
         if dialect == Dialect::Aap {
-            if request.path.ends_with("/meta") {
-                let meta = json!({"version": 3, "agents": [{"name": "scripted", "version": "1.0.0",
-                    "capabilities": {"stream": {"delta": {}}, "application": {"tools": {}}}}]});
-                return Script::status_body(200, "application/json", meta.to_string());
-            }
-            if request.method == "POST" && request.path.ends_with("/sessions") {
-                let n = sessions.fetch_add(1, Ordering::Relaxed);
-                let created = json!({"sessionId": format!("sess_{n}")});
-                return Script::status_body(201, "application/json", created.to_string());
-            }
-            if !request.path.ends_with("/turns") {
-                return Script::status_body(404, "application/json", r#"{"error":"not found"}"#);
+            if let Some(answer) = pairs::aap_agent_besides_turns(request, &sessions) {
+                return answer;
             }
         }
         let body = String::from_utf8_lossy(&request.body);
@@ -311,42 +279,24 @@ struct Pair {
 
 impl fmt::Display for Pair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (c, u) = (self.client.config_name(), self.upstream.config_name());
+        let (c, u) = (self.client.as_str(), self.upstream.as_str());
         write!(f, "{c} → {u}")
     }
 }
 
-/// One `[[routes]]` entry of `pair` in front of `url`.
-fn route(pair: &Pair, path: &str, url: &str, limits: &str) -> String {
-    let mut route = format!(
-        "[[routes]]\npath = \"{path}\"\nclient = \"{}\"\nupstream = \"{url}\"\n\
-         upstream_dialect = \"{}\"\n\n[routes.limits]\n{limits}\n",
-        pair.client.config_name(),
-        pair.upstream.config_name()
-    );
-    if pair.client == Dialect::Aap {
-        route.push_str("\n[routes.aap]\nname = \"support\"\n");
-    }
-    if pair.upstream == Dialect::Aap {
-        route.push_str("\n[routes.aap_upstream]\nagent = \"scripted\"\n");
-    }
-    route
-}
-
 fn config(pair: &Pair, upstream: &ScriptedUpstream, refusing: SocketAddr) -> String {
-    let path = if pair.upstream == Dialect::Aap {
-        "/v1"
-    } else {
-        "/agent"
-    };
+    let path = pairs::upstream_path(pair.upstream);
     let url = upstream.url(path);
     let refused = format!("http://{refusing}{path}");
+    let route = |path: &str, url: &str, limits: &str| {
+        pairs::route(pair.client, pair.upstream, path, url, limits)
+    };
     format!(
         "stall_timeout = \"300ms\"\n\n[limits]\nheaders_timeout = \"300ms\"\n\
          idle_timeout = \"300ms\"\nmax_event_bytes = 65536\n\n{}\n{}\n{}",
-        route(pair, "/run", &url, ""),
-        route(pair, "/refused", &refused, ""),
-        route(pair, "/bounded", &url, "max_stream_duration = \"500ms\""),
+        route("/run", &url, ""),
+        route("/refused", &refused, ""),
+        route("/bounded", &url, "max_stream_duration = \"500ms\""),
     )
 }
 
@@ -358,31 +308,6 @@ fn refusing_port() -> (TcpSocket, SocketAddr) {
         .expect("bind 127.0.0.1:0");
     let addr = socket.local_addr().expect("bound address");
     (socket, addr)
-}
-
-/// The request a client of `dialect` sends to start a run on `route` saying `text`; for AAP a
-/// session is created first.
-async fn run_request(dialect: Dialect, gateway: &Gateway, route: &str, text: &str) -> Request {
-    match dialect {
-        Dialect::Agui => {
-            let body = json!({"threadId": "t", "runId": "r", "state": {}, "tools": [],
-                "context": [], "forwardedProps": {},
-                "messages": [{"id": "u1", "role": "user", "content": text}]});
-            Request::post_json(route, body.to_string())
-        }
-        Dialect::Hai => {
-            let body = json!({"threadId": "t", "runId": "r", "tools": [], "context": [],
-                "forwardedProps": {},
-                "messages": [{"id": "u1", "role": "user", "content": text}]});
-            Request::post_json(route, body.to_string())
-        }
-        Dialect::Aap => {
-            let aap = AapClient::new(gateway.addr, route, None);
-            let session = aap.new_session(json!({"agent": {"name": "support"}})).await;
-            let turn = json!({"stream": "delta", "messages": [{"role": "user", "content": text}]});
-            aap.turn_request(&session, &turn)
-        }
-    }
 }
 
 /// How a client's stream ended.
@@ -397,66 +322,19 @@ enum Outcome {
 
 /// Runs `request` to its end and reads what `dialect`'s client got.
 async fn outcome(dialect: Dialect, gateway: &Gateway, request: &Request) -> Outcome {
-    let mut response = send(gateway.addr, request).await;
-    let status = response.status;
-    let body = response.read_to_end().await.to_vec();
-    let text = String::from_utf8_lossy(&body).into_owned();
-    if status != 200 {
-        let error: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("a {status} that is not JSON ({e}): {text}"));
-        let code = match dialect {
-            // `{"error": "<CODE>: <message>"}`
-            Dialect::Aap => error["error"].as_str().and_then(|e| e.split(':').next()),
-            _ => error["error"]["code"].as_str(),
-        };
-        return Outcome::Refused(status, code.unwrap_or("<no code>").to_owned());
+    let answer = Answer::of(gateway, request).await;
+    if answer.status != 200 {
+        let code = answer.error_code().unwrap_or_else(|| {
+            panic!(
+                "a {} that is not a JSON error: {}",
+                answer.status,
+                answer.text()
+            )
+        });
+        return Outcome::Refused(answer.status, code);
     }
-    if dialect == Dialect::Aap {
-        // Strict: `turn_start` first, one `turn_stop`, last.
-        let events = parse_aap_stream(&body);
-        let said: String = events
-            .iter()
-            .filter(|(name, _)| name == "text_delta")
-            .filter_map(|(_, data)| data["delta"].as_str())
-            .collect();
-        let stop = &events.last().expect("a turn_stop").1["stopReason"];
-        let error = (stop == "error").then(|| "error".to_owned());
-        return Outcome::Stream { text: said, error };
-    }
-    let events: Vec<Value> = text
-        .split("\n\n")
-        .filter_map(|block| block.strip_prefix("data: "))
-        .map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}")))
-        .collect();
-    let terminals: Vec<&Value> = events
-        .iter()
-        .filter(|e| matches!(e["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR")))
-        .collect();
-    assert_eq!(terminals.len(), 1, "one terminal event: {text}");
-    let last = events.last().expect("events");
-    assert!(
-        std::ptr::eq(terminals[0], last),
-        "the terminal is last: {text}"
-    );
-    let deltas = events.iter().filter(|e| {
-        matches!(
-            e["type"].as_str(),
-            Some("TEXT_MESSAGE_CONTENT" | "BUSINESS_DATA_CONTENT")
-        )
-    });
-    let deltas: String = deltas.filter_map(|e| e["delta"].as_str()).collect();
-    let said = match dialect {
-        // Business data: `{"output":{"type":"text","content":…}}` objects, back to back.
-        Dialect::Hai => serde_json::Deserializer::from_str(&deltas)
-            .into_iter::<Value>()
-            .map(|output| output.unwrap_or_else(|e| panic!("{e}: {deltas}")))
-            .filter_map(|output| output["output"]["content"].as_str().map(str::to_owned))
-            .collect(),
-        _ => deltas,
-    };
-    let error = (last["type"] == "RUN_ERROR")
-        .then(|| last["code"].as_str().unwrap_or("<no code>").to_owned());
-    Outcome::Stream { text: said, error }
+    let (text, error) = answer.streamed(dialect);
+    Outcome::Stream { text, error }
 }
 
 /// How many times `code` is in the gateway's log.
@@ -480,7 +358,14 @@ async fn wait_logged(gateway: &Gateway, code: &str, before: usize, cell: &str) {
 /// One cell: `pair` meets `fault`.
 async fn cell(pair: &Pair, fault: Fault, gateway: &Gateway, upstream: &ScriptedUpstream) {
     let at = format!("{pair} × {fault:?}");
-    let request = run_request(pair.client, gateway, fault.route(), &fault.marker()).await;
+    let request = pairs::run_request(
+        pair.client,
+        gateway,
+        fault.route(),
+        &fault.marker(),
+        "delta",
+    )
+    .await;
     let cancelled = upstream.cancellations();
     match fault.expected() {
         Expect::Refused(status, code) => {
@@ -575,7 +460,7 @@ async fn healthy(pair: &Pair, gateway: &Gateway, at: &str) {
             wait_for_metric(admin, &series, 0.0).await;
         }
     }
-    let request = run_request(pair.client, gateway, "/run", "hello").await;
+    let request = pairs::run_request(pair.client, gateway, "/run", "hello", "delta").await;
     let got = outcome(pair.client, gateway, &request).await;
     assert_eq!(
         got,
@@ -590,8 +475,8 @@ async fn healthy(pair: &Pair, gateway: &Gateway, at: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_pair_meets_every_fault_and_ends_well() {
     let mut failed = Vec::new();
-    for client in DIALECTS {
-        for upstream_dialect in DIALECTS {
+    for &client in Dialect::ALL {
+        for &upstream_dialect in Dialect::ALL {
             let pair = Arc::new(Pair {
                 client,
                 upstream: upstream_dialect,

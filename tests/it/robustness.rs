@@ -3,12 +3,15 @@
 //! dropped) go through the real pipeline at random read boundaries; whatever comes out must be a
 //! legal 1.0 run in canonical framing. The same holds for all nine client × upstream pairs, each
 //! fed its upstream dialect's recorded streams: the client's dialect, well formed, closed by its
-//! terminal once per run (`pipeline::output_check`). Request bodies get the same treatment and
-//! must either parse or be refused with `INVALID_REQUEST`.
+//! terminal once per run (`pipeline::output_check`); a sample of them goes through the real
+//! binary too, with hostile streams of 32 MiB, under a check of the gateway's peak memory.
+//! Request bodies get the same treatment and must either parse or be refused with
+//! `INVALID_REQUEST`.
 
 use crate::support;
 
 use std::path::Path;
+use std::sync::{atomic::AtomicUsize, Arc};
 
 use bytes::BytesMut;
 use dialect_proxy::dialect::aap::types::StreamMode;
@@ -22,6 +25,7 @@ use dialect_proxy::pipeline::output_check::verify_output;
 use dialect_proxy::pipeline::verify::verify_stream;
 use dialect_proxy::pipeline::{Pipeline, PipelineSpec};
 use support::random::{structured_stream, Rng};
+use support::{pairs, pairs::Answer, ConfigFile, Gateway, Script, ScriptedUpstream};
 
 const INTERESTING: &[&[u8]] = &[
     b"\n",
@@ -326,4 +330,140 @@ fn mutated_and_generated_streams_end_well_through_all_nine_pairs() {
         }
     }
     assert!(checked >= 5000, "{checked} streams checked");
+}
+
+/// Peak resident memory of process `pid` (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc status")
+}
+
+/// The upstream's stream for a sample: `SSE headers`, then `bytes` in chunks of random sizes
+/// (seeded by `seed`, so the run can be repeated), then the clean end of the body.
+fn sample_script(bytes: &[u8], seed: u64) -> Script {
+    let mut rng = Rng(seed);
+    let mut script = Script::sse_headers();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = (1 + rng.below(4096)).min(rest.len());
+        script = script.bytes(&rest[..n]);
+        rest = &rest[n..];
+    }
+    script
+}
+
+/// The bytes of a hostile sample for `upstream`'s dialect: one event of 32 MiB that never ends
+/// (no line end), or 32 MiB of 1 KiB comments. A gateway that held either would grow by as much.
+fn hostile(upstream: Dialect, endless_line: bool) -> Vec<u8> {
+    let mut bytes = match upstream {
+        Dialect::Aap => b"event: turn_start\ndata: {}\n\n".to_vec(),
+        _ => Vec::new(),
+    };
+    if endless_line {
+        bytes.extend_from_slice(b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\"");
+        bytes.resize(bytes.len() + (32 << 20), b'x');
+    } else {
+        let comment = format!(": {}\n\n", "k".repeat(1020));
+        for _ in 0..32 * 1024 {
+            bytes.extend_from_slice(comment.as_bytes());
+        }
+    }
+    bytes
+}
+
+/// A sample of the same mutated streams through the real binary, for each of the nine pairs
+/// (the AAP client in its three modes in turn), plus two hostile streams of 32 MiB per pair:
+/// every answer is well formed in the client's dialect and ended by its terminal once
+/// (`pipeline::output_check`; an AAP turn that failed before its first event may be a JSON
+/// error instead), the gateway does not panic, and its peak memory stays within
+/// `max_event_bytes` (64 KiB) of what it needed before: nothing held the 32 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_through_the_real_binary_ends_well_in_all_nine_pairs_within_memory_bounds() {
+    const MUTATED: usize = 9;
+    for (upstream, prefix) in DIALECTS {
+        let inputs = upstream_inputs(prefix);
+        let mut rng = Rng(0x5A4D_17E5 ^ prefix.len() as u64);
+        let mut samples: Vec<Vec<u8>> = (0..MUTATED)
+            .map(|i| {
+                let (_, input) = &inputs[rng.below(inputs.len())];
+                if i == 0 {
+                    input.clone()
+                } else {
+                    mutate(&mut rng, input)
+                }
+            })
+            .collect();
+        samples.push(hostile(upstream, true));
+        samples.push(hostile(upstream, false));
+        let samples = Arc::new(samples);
+        let served = samples.clone();
+        let sessions = AtomicUsize::new(0);
+        let agent = ScriptedUpstream::start(move |request| {
+            if upstream == Dialect::Aap {
+                if let Some(answer) = pairs::aap_agent_besides_turns(request, &sessions) {
+                    return answer;
+                }
+            }
+            // The sample the user's message names; a turn without one (the agent's own
+            // follow-up of a tool round) ends at once.
+            let body = String::from_utf8_lossy(&request.body);
+            let named = (0..served.len()).find(|i| body.contains(&format!("sample:{i};")));
+            match (named, upstream) {
+                (Some(i), _) => sample_script(&served[i], i as u64),
+                (None, Dialect::Aap) => Script::sse_headers()
+                    .bytes("event: turn_start\ndata: {}\n\n")
+                    .bytes("event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n"),
+                (None, _) => Script::status_body(400, "application/json", "{}"),
+            }
+        })
+        .await;
+        let url = agent.url(pairs::upstream_path(upstream));
+        for (client, _) in DIALECTS {
+            let route = pairs::route(client, upstream, "/run", &url, "max_event_bytes = 65536");
+            let file = ConfigFile::new("sample", &route);
+            let mut gateway = Gateway::spawn(&["--config", file.arg()]);
+            let mut baseline = None;
+            for i in 0..samples.len() {
+                let mode = AAP_MODES[i % AAP_MODES.len()];
+                let mode_name = match mode {
+                    StreamMode::Delta => "delta",
+                    StreamMode::Message => "message",
+                    StreamMode::None => "none",
+                };
+                let at = format!("{upstream:?} → {client:?} ({mode_name}), sample {i}");
+                let marker = format!("sample:{i};");
+                let request =
+                    pairs::run_request(client, &gateway, "/run", &marker, mode_name).await;
+                let answer = Answer::of(&gateway, &request).await;
+                let refused_turn = client == Dialect::Aap
+                    && mode == StreamMode::None
+                    && answer.status == 502
+                    && answer.error_code().is_some();
+                if !refused_turn {
+                    assert_eq!(answer.status, 200, "{at}: {}", answer.text());
+                    if let Err(violation) = verify_output(client, mode, &answer.body) {
+                        panic!("{at}: {violation}\n--- output\n{}", answer.text());
+                    }
+                }
+                // What the gateway needed for an ordinary stream of this pair.
+                baseline.get_or_insert_with(|| peak_rss_kib(gateway.pid()));
+            }
+            let (before, peak) = (baseline.unwrap_or_default(), peak_rss_kib(gateway.pid()));
+            assert!(
+                peak < before + 16 * 1024,
+                "{upstream:?} → {client:?}: peak RSS {peak} KiB, {before} KiB after the first \
+                 stream: the 32 MiB streams were held"
+            );
+            assert!(gateway.is_running(), "{upstream:?} → {client:?}");
+            assert!(
+                !gateway.stderr().contains("panicked"),
+                "{}",
+                gateway.stderr()
+            );
+        }
+    }
 }

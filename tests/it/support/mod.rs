@@ -17,6 +17,7 @@ pub mod hai;
 pub mod jwt;
 pub mod node;
 pub mod otlp;
+pub mod pairs;
 pub mod process;
 pub mod python;
 pub mod redis;
