@@ -1,6 +1,7 @@
-//! The load generator's client: one HTTP/1.1 connection per stream, the request each face
-//! expects (AG-UI, HAI, AAP delta or message), and the checks and timings of one stream: every
-//! marker in order and exactly once, the terminal event, TTFB, TTFE and per-event latency.
+//! The load generator's client: one HTTP/1.1 connection per stream (or, for the soak, streams
+//! sharing HTTP/2 connections), the request each face expects (AG-UI, HAI, AAP delta or
+//! message), and the checks and timings of one stream: every marker in order and exactly once,
+//! the terminal event, TTFB, TTFE and per-event latency.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::{http1, http2};
 use hyper::Request;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::marker;
 
@@ -101,10 +102,47 @@ impl Outcome {
 
 const HEAD_BYTES: usize = 4096;
 
-/// Opens one stream, reads it to its end and checks `expected` markers arrived.
+/// A connection a stream's requests go on.
+pub enum Conn {
+    /// HTTP/1.1: one connection per stream.
+    H1(http1::SendRequest<Full<Bytes>>),
+    /// HTTP/2 with prior knowledge: a handle on a connection many streams share.
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Conn {
+    async fn send(
+        &mut self,
+        host: &str,
+        request: hyper::http::request::Builder,
+        path: &str,
+        body: Full<Bytes>,
+    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+        match self {
+            Conn::H1(sender) => {
+                let request = request.uri(path).header("host", host).body(body)?;
+                sender.ready().await?;
+                Ok(sender.send_request(request).await?)
+            }
+            Conn::H2(sender) => {
+                // HTTP/2 carries the authority in the URI, not in a Host header.
+                let request = request.uri(format!("http://{host}{path}")).body(body)?;
+                sender.ready().await?;
+                Ok(sender.send_request(request).await?)
+            }
+        }
+    }
+}
+
+/// Opens one stream on a connection of its own, reads it to its end and checks `expected`
+/// markers arrived.
 pub async fn stream(target: Target, expected: u64, progress: Option<&Progress>) -> Outcome {
     let mut outcome = Outcome::default();
-    if let Err(e) = run(target, expected, progress, &mut outcome).await {
+    let result = match connect(target.addr).await {
+        Ok(sender) => run(Conn::H1(sender), target, expected, progress, &mut outcome).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
         outcome.error = Some(format!("{e:#}"));
         if let Some(p) = progress {
             p.failed.fetch_add(1, Ordering::Relaxed);
@@ -113,13 +151,26 @@ pub async fn stream(target: Target, expected: u64, progress: Option<&Progress>) 
     outcome
 }
 
+/// Like [`stream`], on a shared HTTP/2 connection.
+pub async fn stream_h2(
+    sender: http2::SendRequest<Full<Bytes>>,
+    target: Target,
+    expected: u64,
+) -> Outcome {
+    let mut outcome = Outcome::default();
+    if let Err(e) = run(Conn::H2(sender), target, expected, None, &mut outcome).await {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    outcome
+}
+
 async fn run(
+    mut sender: Conn,
     target: Target,
     expected: u64,
     progress: Option<&Progress>,
     out: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let mut sender = connect(target.addr).await?;
     let host = target.addr.to_string();
     let path = if target.face.is_aap() {
         let started = Instant::now();
@@ -246,12 +297,9 @@ async fn run(
     }
     if let Some(id) = path.strip_suffix("/turns") {
         // Frees the session so long runs stay under the store's limit.
-        let delete = Request::delete(id)
-            .header("host", &host)
-            .body(Full::new(Bytes::new()))?;
-        if sender.ready().await.is_ok() {
-            let _ = sender.send_request(delete).await;
-        }
+        let _ = sender
+            .send(&host, Request::delete(id), id, Full::new(Bytes::new()))
+            .await;
     }
     Ok(())
 }
@@ -273,7 +321,7 @@ fn request_body(face: Face) -> &'static str {
 }
 
 /// One HTTP/1.1 connection; its driver runs on the current runtime.
-pub async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+pub async fn connect(addr: SocketAddr) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .with_context(|| format!("connect {addr}"))?;
@@ -287,19 +335,32 @@ pub async fn connect(addr: SocketAddr) -> anyhow::Result<SendRequest<Full<Bytes>
     Ok(sender)
 }
 
+/// One HTTP/2 connection with prior knowledge (h2c); its driver runs on the current runtime.
+pub async fn connect_h2(addr: SocketAddr) -> anyhow::Result<http2::SendRequest<Full<Bytes>>> {
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+        .await
+        .context("HTTP/2 handshake")?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
 async fn post(
-    sender: &mut SendRequest<Full<Bytes>>,
+    sender: &mut Conn,
     host: &str,
     path: &str,
     body: &str,
 ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
     let request = Request::post(path)
-        .header("host", host)
         .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
-    sender.ready().await?;
-    Ok(sender.send_request(request).await?)
+        .header("accept", "text/event-stream");
+    let body = Full::new(Bytes::copy_from_slice(body.as_bytes()));
+    sender.send(host, request, path, body).await
 }
 
 async fn read_all(

@@ -20,6 +20,7 @@ mod report;
 mod rig;
 mod sdk;
 mod slow;
+mod soak;
 mod syscalls;
 mod targets;
 mod throughput;
@@ -45,8 +46,9 @@ struct Cli {
     #[arg(long)]
     runs: Option<usize>,
     /// Scenarios to run, among a (latency), b (throughput), c (memory), d (slow client),
-    /// e (Python SDK upstream), f (syscalls per event).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f")]
+    /// e (Python SDK upstream), f (syscalls per event), g (soak: 10,000 streams for 10
+    /// minutes in two directions).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f,g")]
     scenarios: Vec<String>,
     /// Comparators to run, among direct, nginx, ag-ui, hai, aap-delta, aap-message [default:
     /// all]; direct is always run.
@@ -162,6 +164,7 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
         ("f", syscalls::SCENARIO),
         ("c", memory::SCENARIO),
         ("d", slow::SCENARIO),
+        ("g", soak::SCENARIO),
     ] {
         if !wanted(key) {
             continue;
@@ -174,6 +177,7 @@ async fn bench(cli: Cli, layout: procs::Layout) -> anyhow::Result<()> {
             "c" => memory::scenario(&mut ctx, &mut figures).await,
             "e" => sdk::scenario(&mut ctx, &mut figures).await,
             "f" => syscalls::scenario(&mut ctx, &mut figures).await,
+            "g" => soak::scenario(&mut ctx, &mut figures).await,
             _ => slow::scenario(&mut ctx, &mut figures).await,
         };
         if let Err(e) = result {

@@ -201,14 +201,16 @@ pub async fn sdk_agent(
     spawn(cmd, "sdk agent", None).await
 }
 
-/// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`: the binary
-/// this benchmark was built with, or the command `BENCH_GATEWAY` names (another build, or a
-/// wrapper that runs it under a profiler; the figures are then that command's).
+/// Starts the gateway on CPU 1 with `face` in front of the mock, stderr to `log`, with `extra`
+/// flags: the binary this benchmark was built with, or the command `BENCH_GATEWAY` names
+/// (another build, or a wrapper that runs it under a profiler; the figures are then that
+/// command's).
 pub async fn gateway(
     layout: &Layout,
     face: Face,
     upstream: SocketAddr,
     log: &Path,
+    extra: &[&str],
 ) -> anyhow::Result<Proc> {
     let client = match face {
         Face::AgUi => "ag-ui",
@@ -241,6 +243,7 @@ pub async fn gateway(
             .arg(format!("http://{upstream}/"))
             .args(["--upstream-dialect", "ag-ui", "--heartbeat-interval", "1s"]);
     }
+    cmd.args(extra);
     spawn(cmd, "gateway", Some(log)).await
 }
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use crate::figures::{median, Figure, Figures};
 use crate::rig::Comparator;
 use crate::targets;
-use crate::{latency, sdk, syscalls, throughput};
+use crate::{latency, sdk, soak, syscalls, throughput};
 
 /// Where the generated report ends in `benches/RESULTS.md`: what follows it is kept.
 pub const KEPT_MARKER: &str =
@@ -286,6 +286,39 @@ fn latency_table(figures: &Figures) -> String {
 }
 
 /// Scenario f in one table.
+fn soak_table(figures: &Figures) -> String {
+    let g = soak::SCENARIO;
+    let mut out = String::from(
+        "| direction | streams open | seconds | streams completed | failed | RSS at half time | \
+         RSS at the end | RSS slope, second half |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut any = false;
+    for kind in soak::KINDS {
+        let label = kind.label();
+        let value = |name| figures.get(g, label, name).map(|f| f.median());
+        let Some(slope) = value(soak::SLOPE) else {
+            continue;
+        };
+        any = true;
+        let n = |name| value(name).map(num).unwrap_or_else(|| "—".into());
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {} | {} | {} | {} KiB | {} KiB | {slope:+.3} KiB/s |",
+            n(soak::OPEN),
+            n(soak::SECONDS),
+            n(soak::COMPLETED),
+            n(soak::FAILED),
+            n(soak::RSS_HALF),
+            n(soak::RSS_END),
+        );
+    }
+    if any {
+        out
+    } else {
+        "Not measured in this run (scenario g).\n".into()
+    }
+}
+
 fn syscalls_table(figures: &Figures) -> String {
     let f = syscalls::SCENARIO;
     let mut out = String::from(
@@ -466,6 +499,7 @@ Measured once per benchmark (not per run).
 (start = right after the request); the mock's production is counted from before the request.
 - Runs: comparators are rotated by one position per run (counterbalanced order); a fresh \
 gateway / nginx process per comparator and run.
+- g. soak: 10,000 streams open at once for 10 minutes through the gateway, AG-UI → AG-UI and AG-UI → HAI (quick: 1,000 for 1 minute). Each stream is a run of 30 content events 1 s apart; when one ends, its client opens the next at once (about 200,000 streams per direction). The clients speak HTTP/2 with prior knowledge (h2c), 100 streams per connection (one HTTP/1.1 connection per stream would need 20,000 descriptors in the gateway, the hard limit of a process here); upstream, every stream has its own HTTP/1.1 connection. The gateway runs with `--max-streams 12000` (the default is 10,000, and a stream's permit is given back a moment after its client saw the end). Every stream is checked as in the other scenarios. The gateway's RSS is sampled every second; the figure is its least-squares slope over the second half.
 - Profile: `benches/profile.sh` runs scenario a with `perf record -g` attached to nginx and the \
 gateway (ag-ui→ag-ui, ag-ui→hai) and writes [PROFILE.md](PROFILE.md): self time by symbol, \
 kernel and user, and the share of time in syscalls.";
@@ -499,13 +533,15 @@ pub fn render(ctx: &Context, figures: &Figures) -> String {
     let _ = write!(
         out,
         "## Targets\n\n{}\n## Throughput (scenarios b and e)\n\n{}\n## Latency added (scenario a)\
-         \n\n{}\n## Syscalls per event (scenario f)\n\n{}\n## Figures (median over runs, min–max)\
+         \n\n{}\n## Syscalls per event (scenario f)\n\n{}\n## Soak (scenario g)\n\n{}\n\
+         ## Figures (median over runs, min–max)\
          \n\n{}\n## Codec micro-benchmarks\n\nFrom criterion's `sample.json` (per-sample rates); \
          events are content events, MB/s counts input bytes.\n\n{}\n## Raw per-run figures\n\n{}",
         targets::table(&targets),
         throughput_table(figures),
         latency_table(figures),
         syscalls_table(figures),
+        soak_table(figures),
         table(figures),
         if codec.is_empty() {
             "No criterion results found (run `cargo bench --bench codec` first).\n".to_string()

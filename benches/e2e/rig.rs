@@ -135,13 +135,23 @@ impl Sut {
 
 /// Starts `comparator` in front of the mock at `mock`.
 pub async fn start(ctx: &mut Ctx, comparator: Comparator, mock: SocketAddr) -> anyhow::Result<Sut> {
+    start_with(ctx, comparator, mock, &[]).await
+}
+
+/// Like [`start`], with `extra` flags for a gateway.
+pub async fn start_with(
+    ctx: &mut Ctx,
+    comparator: Comparator,
+    mock: SocketAddr,
+    extra: &[&str],
+) -> anyhow::Result<Sut> {
     let face = comparator.face();
     let proc = match comparator {
         Comparator::Direct => None,
         Comparator::Nginx => Some(procs::nginx(&ctx.layout, mock, &ctx.dir).await?),
         _ => {
             ctx.gateway_starts += 1;
-            Some(procs::gateway(&ctx.layout, face, mock, &ctx.log_path()).await?)
+            Some(procs::gateway(&ctx.layout, face, mock, &ctx.log_path(), extra).await?)
         }
     };
     let addr = proc.as_ref().map(|p| p.addr).unwrap_or(mock);

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::figures::{Figure, Figures};
 use crate::report::{num, signed, spread, Codec};
 use crate::rig::Comparator;
-use crate::{latency, memory, sdk, syscalls, throughput};
+use crate::{latency, memory, sdk, soak, syscalls, throughput};
 
 /// Codec target, content events per second and core, every direction.
 const CODEC_TARGET: f64 = 3_000_000.0;
@@ -51,6 +51,7 @@ pub fn targets(figures: &Figures, codec: &[Codec]) -> Vec<Target> {
     latency_rows(figures, &mut rows);
     memory_rows(figures, &mut rows);
     codec_rows(codec, &mut rows);
+    soak_rows(figures, &mut rows);
     rows
 }
 
@@ -207,6 +208,39 @@ fn memory_rows(figures: &Figures, rows: &mut Vec<Target>) {
             bound: format!("≤ {bound:.0} KiB"),
             met: f.median() <= bound,
             evidence: format!("RSS at rest and with K streams: figures, {c}"),
+        });
+    }
+}
+
+/// The soak: no stream failed, and the RSS slope of the second half within ±1 KiB/s.
+fn soak_rows(figures: &Figures, rows: &mut Vec<Target>) {
+    let g = soak::SCENARIO;
+    for kind in soak::KINDS {
+        let label = kind.label();
+        let (Some(failed), Some(slope)) = (
+            median(figures.get(g, label, soak::FAILED)),
+            median(figures.get(g, label, soak::SLOPE)),
+        ) else {
+            continue;
+        };
+        let open = median(figures.get(g, label, soak::OPEN)).unwrap_or_default();
+        let seconds = median(figures.get(g, label, soak::SECONDS)).unwrap_or_default();
+        let what = format!("{label}: soak, {} streams × {} s", num(open), num(seconds));
+        rows.push(Target {
+            what: format!("{what}, failed streams"),
+            value: num(failed),
+            nginx: "n/a (gateway only)".into(),
+            bound: "0".into(),
+            met: failed == 0.0,
+            evidence: "the notes quote the first failures".into(),
+        });
+        rows.push(Target {
+            what: format!("{what}, RSS slope over the second half"),
+            value: format!("{slope:+.3} KiB/s"),
+            nginx: "n/a (gateway only)".into(),
+            bound: "within ±1 KiB/s".into(),
+            met: slope.abs() <= 1.0,
+            evidence: format!("RSS at half time and at the end: figures, {g}"),
         });
     }
 }

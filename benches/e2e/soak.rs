@@ -1,0 +1,227 @@
+//! Scenario g, soak: [`STREAMS`] streams open at once through the gateway for [`DURATION`]
+//! (AG-UI → AG-UI and AG-UI → HAI), to show that nothing grows with time: every stream is a run
+//! of [`EVENTS`] content events one second apart, and when one ends its client opens the next at
+//! once, so the gateway keeps its count of streams while it serves about `STREAMS × DURATION /
+//! EVENTS s` of them. Every stream is checked like any other of the benchmark (markers in
+//! order, the terminal event); the gateway's RSS is sampled every second, and its slope over the
+//! second half (least squares) is the figure: a leak of a few hundred bytes per stream shows as
+//! a slope of KiB per second.
+//!
+//! The clients speak HTTP/2 with prior knowledge (h2c), [`PER_CONNECTION`] streams per
+//! connection: with one HTTP/1.1 connection per stream the gateway would need two descriptors
+//! per stream, and 10,000 streams then pass the 20,000 descriptors a process may have on this
+//! machine (a hard limit the benchmark cannot raise). Upstream, each stream still has its own
+//! HTTP/1.1 connection to the mock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client;
+use crate::figures::Figures;
+use crate::mock::{Chunking, Mode, Script};
+use crate::procs::{self, Proc};
+use crate::rig::{self, Comparator, Ctx};
+
+pub const SCENARIO: &str = "g. soak";
+/// Streams open at once, and for how long (quick: a smoke check).
+const STREAMS: usize = 10_000;
+const DURATION: Duration = Duration::from_secs(600);
+const QUICK_STREAMS: usize = 1_000;
+const QUICK_DURATION: Duration = Duration::from_secs(60);
+/// Content events per stream, [`PACE`] apart.
+const EVENTS: u64 = 30;
+const PACE: Duration = Duration::from_secs(1);
+/// Streams per HTTP/2 connection (hyper's server allows 200 at once by default).
+const PER_CONNECTION: usize = 100;
+/// Time between two first streams: the streams start spread over a stream's life.
+const RAMP_STEP: Duration = Duration::from_millis(2);
+
+/// The directions soaked.
+pub const KINDS: [Comparator; 2] = [Comparator::Passthrough, Comparator::Hai];
+
+/// Figure names.
+pub const COMPLETED: &str = "streams completed";
+pub const FAILED: &str = "streams failed";
+pub const SLOPE: &str = "RSS slope, second half";
+pub const RSS_HALF: &str = "RSS at half time";
+pub const RSS_END: &str = "RSS at the end";
+pub const OPEN: &str = "streams open";
+pub const SECONDS: &str = "duration";
+
+fn script() -> Script {
+    Script {
+        delay_ms: 0,
+        events: EVENTS,
+        pace_us: PACE.as_micros() as u64,
+        delta_bytes: crate::marker::DELTA_BYTES,
+        mode: Mode::Normal,
+        flood_bytes: 0,
+        chunking: Chunking::Event,
+        extra_field: false,
+    }
+}
+
+/// What one soak measured.
+struct Soak {
+    completed: u64,
+    failed: u64,
+    errors: Vec<String>,
+    /// `(seconds since the start, RSS KiB)`, every second until the end of the duration.
+    samples: Vec<(f64, f64)>,
+}
+
+pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()> {
+    let (streams, duration) = if ctx.quick {
+        (QUICK_STREAMS, QUICK_DURATION)
+    } else {
+        (STREAMS, DURATION)
+    };
+    let mock = procs::mock(&ctx.layout, &script()).await?;
+    for kind in KINDS {
+        if !ctx.comparators.contains(&kind) {
+            continue;
+        }
+        // The default `max_streams` is 10,000: a stream's permit is given back a moment after
+        // its client has seen the end, and the client's next request may come first.
+        let sut = rig::start_with(ctx, kind, mock.addr, &["--max-streams", "12000"]).await?;
+        let result = soak(sut.proc.as_ref(), sut.target, streams, duration).await;
+        sut.stop().await;
+        let soak = match result {
+            Ok(soak) => soak,
+            Err(e) => {
+                ctx.note(format!("soak {}: {e:#}", kind.label()));
+                continue;
+            }
+        };
+        let half = duration.as_secs_f64() / 2.0;
+        let second_half: Vec<(f64, f64)> = soak
+            .samples
+            .iter()
+            .copied()
+            .filter(|(t, _)| *t >= half)
+            .collect();
+        let slope = slope(&second_half);
+        let rss_at = |t: f64| {
+            soak.samples
+                .iter()
+                .find(|(at, _)| *at >= t)
+                .map_or(0.0, |(_, rss)| *rss)
+        };
+        let label = kind.label();
+        println!(
+            "  {label:<28} {streams} streams for {} s: {} completed, {} failed; RSS {:.0} KiB at \
+             half time, {:.0} KiB at the end, slope {slope:+.3} KiB/s",
+            duration.as_secs(),
+            soak.completed,
+            soak.failed,
+            rss_at(half),
+            soak.samples.last().map_or(0.0, |(_, rss)| *rss),
+        );
+        for error in &soak.errors {
+            ctx.note(format!("soak {label}: a failed stream: {error}"));
+        }
+        figures.push(SCENARIO, label, OPEN, "streams", streams as f64);
+        figures.push(SCENARIO, label, SECONDS, "s", duration.as_secs_f64());
+        figures.push(SCENARIO, label, COMPLETED, "streams", soak.completed as f64);
+        figures.push(SCENARIO, label, FAILED, "streams", soak.failed as f64);
+        figures.push(SCENARIO, label, RSS_HALF, "KiB", rss_at(half));
+        figures.push(
+            SCENARIO,
+            label,
+            RSS_END,
+            "KiB",
+            soak.samples.last().map_or(0.0, |(_, rss)| *rss),
+        );
+        figures.push(SCENARIO, label, SLOPE, "KiB/s", slope);
+    }
+    mock.stop().await;
+    Ok(())
+}
+
+/// Keeps `streams` streams open through `gateway` for `duration`.
+async fn soak(
+    gateway: Option<&Proc>,
+    target: client::Target,
+    streams: usize,
+    duration: Duration,
+) -> anyhow::Result<Soak> {
+    let gateway = gateway.context("no gateway")?;
+    let mut connections = Vec::new();
+    for _ in 0..streams.div_ceil(PER_CONNECTION) {
+        connections.push(client::connect_h2(target.addr).await?);
+    }
+    let completed = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let end = start + duration;
+    let mut set = JoinSet::new();
+    let mut samples = Vec::new();
+    let mut next_sample = start;
+    for i in 0..streams {
+        let sender = connections[i % connections.len()].clone();
+        let (completed, failed, errors) = (completed.clone(), failed.clone(), errors.clone());
+        set.spawn(async move {
+            while Instant::now() < end {
+                let outcome = client::stream_h2(sender.clone(), target, EVENTS).await;
+                match outcome.error {
+                    None => completed.fetch_add(1, Ordering::Relaxed),
+                    Some(error) => {
+                        let mut kept = errors.lock().unwrap_or_else(|e| e.into_inner());
+                        if kept.len() < 5 {
+                            kept.push(error);
+                        }
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        });
+        tokio::time::sleep(RAMP_STEP).await;
+        if Instant::now() >= next_sample {
+            samples.push((start.elapsed().as_secs_f64(), gateway.rss_kib()? as f64));
+            next_sample += Duration::from_secs(1);
+        }
+    }
+    while Instant::now() < end {
+        tokio::time::sleep_until(next_sample.min(end)).await;
+        samples.push((start.elapsed().as_secs_f64(), gateway.rss_kib()? as f64));
+        next_sample += Duration::from_secs(1);
+    }
+    // The streams open at the end run to their own end (at most one stream's life).
+    let patience = PACE * (EVENTS as u32 + 30);
+    tokio::time::timeout(patience, async { while set.join_next().await.is_some() {} })
+        .await
+        .context("streams still open long after the soak's end")?;
+    let errors = std::mem::take(&mut *errors.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(Soak {
+        completed: completed.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        errors,
+        samples,
+    })
+}
+
+/// The least-squares slope of `y` over `x` (0 for fewer than two points).
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return 0.0;
+    }
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), (x, y)| (sx + x, sy + y));
+    let (mx, my) = (sx / n, sy / n);
+    let (num, den) = points.iter().fold((0.0, 0.0), |(num, den), (x, y)| {
+        (num + (x - mx) * (y - my), den + (x - mx) * (x - mx))
+    });
+    if den == 0.0 {
+        0.0
+    } else {
+        num / den
+    }
+}
