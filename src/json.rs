@@ -29,6 +29,25 @@ pub enum Scalar<'a> {
     Int(i64, &'a str),
 }
 
+/// One value of a flat object as [`Cursor::member`] reads it: an integer is checked (it is one
+/// [`Scalar::Int`] would hold) but left as its text, which is all its readers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member<'a> {
+    Str(JsonStr<'a>),
+    /// An integer's text, what serde_json writes for its value.
+    Int(&'a str),
+}
+
+impl Member<'_> {
+    /// Appends the value as serde_json writes what it parses from it.
+    pub fn write_canonical(self, out: &mut String) {
+        match self {
+            Member::Str(s) => s.write_canonical(out),
+            Member::Int(text) => out.push_str(text),
+        }
+    }
+}
+
 /// A string value as it stands in the JSON text, already checked (escapes, surrogates, control
 /// characters) but decoded only when asked: a reader that ignores a field, or that matches
 /// the escaped text itself (HAI's JSON-in-a-string deltas), pays nothing for decoding it.
@@ -291,9 +310,9 @@ impl<'a> Cursor<'a> {
     }
 
     /// One more member of a flat object, `,"key":value` (a string or an integer), as
-    /// [`for_each_field`] reads it: its key (without escapes) and value. `None` when the
+    /// [`for_each_field`] accepts it: its key (without escapes) and value. `None` when the
     /// object does not go on so.
-    pub fn member(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+    pub fn member(&mut self) -> Option<(&'a str, Member<'a>)> {
         let start = self.at;
         let member = self.member_at();
         if member.is_none() {
@@ -302,17 +321,17 @@ impl<'a> Cursor<'a> {
         member
     }
 
-    fn member_at(&mut self) -> Option<(&'a str, Scalar<'a>)> {
+    fn member_at(&mut self) -> Option<(&'a str, Member<'a>)> {
         self.expect(b",\"")?;
         let key = self.string_rest()?.plain()?;
         self.expect(b":")?;
         if self.accept(b"\"") {
-            return Some((key, Scalar::Str(self.string_rest()?)));
+            return Some((key, Member::Str(self.string_rest()?)));
         }
-        let (n, end) = integer(self.bytes, self.at)?;
+        let end = integer_end(self.bytes, self.at)?;
         let text = self.text_between(self.at, end)?;
         self.at = end;
-        Some((key, Scalar::Int(n, text)))
+        Some((key, Member::Int(text)))
     }
 
     /// How much of the text the cursor has read.
@@ -411,15 +430,59 @@ fn integer(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
     Some((n, i))
 }
 
+/// Where the integer token at `bytes[at]` ends, for exactly the tokens [`integer`] reads, without
+/// computing its value (an unknown field's value is kept as its text): digits are only
+/// counted, eight at a time, and a nineteen-digit one is compared with the `i64` bound as text.
+fn integer_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let negative = bytes.get(at) == Some(&b'-');
+    let first = at + usize::from(negative);
+    let mut i = first;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        if !all_digits(u64::from_le_bytes(word)) {
+            break;
+        }
+        i += 8;
+    }
+    while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    let digits = &bytes[first..i];
+    let fits = match digits.len() {
+        0 => false,
+        1..=18 => true,
+        // Below 9·10¹⁸ (nanosecond timestamps until 2255): no comparison needed.
+        19 if digits[0] < b'9' => true,
+        // Equal lengths: the order of the texts is the order of the numbers.
+        19 if negative => digits <= b"9223372036854775808".as_slice(),
+        19 => digits <= b"9223372036854775807".as_slice(),
+        _ => false,
+    };
+    if !fits
+        || (digits.len() > 1 && digits[0] == b'0')
+        || (negative && digits == b"0")
+        || matches!(bytes.get(i), Some(b'.' | b'e' | b'E'))
+    {
+        return None;
+    }
+    Some(i)
+}
+
+/// Whether the eight bytes of `x` are all ASCII digits: each byte's high nibble is 3, and still
+/// 3 after adding 6 (so the byte is at most '9'); a carry out of a byte only happens when its
+/// own nibble is not 3.
+#[inline]
+fn all_digits(x: u64) -> bool {
+    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    x & NIBBLES == 0x3030_3030_3030_3030
+        && x.wrapping_add(0x0606_0606_0606_0606) & NIBBLES == 0x3030_3030_3030_3030
+}
+
 /// The value of eight ASCII digits loaded little-endian (the first digit in the lowest byte);
 /// `None` unless all eight are digits.
 fn eight_digits(x: u64) -> Option<u64> {
-    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    // Each byte's high nibble is 3, and still 3 after adding 6 (so the byte is at most '9'). A
-    // carry out of a byte only happens when its own nibble is not 3.
-    let digits = x & NIBBLES == 0x3030_3030_3030_3030
-        && x.wrapping_add(0x0606_0606_0606_0606) & NIBBLES == 0x3030_3030_3030_3030;
-    if !digits {
+    if !all_digits(x) {
         return None;
     }
     let x = x - 0x3030_3030_3030_3030;
@@ -666,8 +729,8 @@ mod tests {
         c.expect(br#"{"type":""#).unwrap();
         assert_eq!(c.plain_run(), Some("T"));
         c.expect(b"\"").unwrap();
-        assert!(matches!(c.member(), Some(("n", Scalar::Int(-7, "-7")))));
-        let Some(("s", Scalar::Str(s))) = c.member() else {
+        assert!(matches!(c.member(), Some(("n", Member::Int("-7")))));
+        let Some(("s", Member::Str(s))) = c.member() else {
             panic!()
         };
         assert_eq!(s.decode(), "a\"b");
@@ -683,6 +746,66 @@ mod tests {
             let mut c = Cursor::new(bad);
             c.expect(br#"{"a":""#).unwrap();
             assert!(c.string_rest().is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_integer_is_checked_without_its_value_exactly_as_it_is_read() {
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "00",
+            "01",
+            "-01",
+            "7",
+            "-7",
+            "1.5",
+            "1e3",
+            "1E3",
+            "-",
+            "",
+            "x",
+            "12345678",
+            "123456789",
+            "1234567890123456789",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999",
+            "10000000000000000000",
+            "1761000000000000000,",
+            "17610000000000000001",
+            "12345678}",
+            "123a",
+            "1234567a9",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every length around the eight-digit steps and the bound, with what may follow.
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 22) as usize;
+            let mut text: String = (0..len)
+                .map(|k| char::from(b'0' + ((seed >> (k % 16 * 4)) % 10) as u8))
+                .collect();
+            if seed & 0x10_0000 != 0 {
+                text.insert(0, '-');
+            }
+            text.push(['}', ',', '.', 'e', '5'][(seed >> 40) as usize % 5]);
+            cases.push(text);
+        }
+        for case in &cases {
+            let bytes = case.as_bytes();
+            assert_eq!(
+                integer_end(bytes, 0),
+                integer(bytes, 0).map(|(_, end)| end),
+                "{case:?}"
+            );
         }
     }
 

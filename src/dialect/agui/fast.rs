@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use crate::event::{DeltaKind, DeltaRef, Event, EventBase, EventType, Extra, Source, SourceRef};
-use crate::json::{for_each_field, Cursor, JsonStr, Scalar};
+use crate::json::{for_each_field, Cursor, JsonStr, Member, Scalar};
 use crate::mapping::AguiAliases;
 
 /// Unknown fields a content event may carry and still take the fast path.
@@ -348,7 +348,7 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
     // Integers and strings without escapes stand as serde_json writes them: the members text
     // is then the event's own, between the known fields and the closing brace.
     let canonical = fields.iter().all(|(_, value)| match value {
-        Some(Scalar::Str(s)) => s.plain().is_some(),
+        Some(Member::Str(s)) => s.plain().is_some(),
         _ => true,
     });
     let members = match c.text_between(known + 1, end) {
