@@ -42,7 +42,7 @@ use support::{
     random::Rng,
     text, Conn, Gateway, RecordedRequest, Response, Script, ScriptedUpstream, Step, PATIENCE,
 };
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 
 // ---------------------------------------------------------------------------------------------
 // Gateways
@@ -544,17 +544,6 @@ async fn upstream_503_in_none_mode() {
     fault_then_recovery(Fault::Http503, "none").await;
 }
 
-/// A port that refuses connections (bound, not listening) until [`TcpSocket::listen`] is called
-/// on the socket, so the same upstream URL can later be served.
-fn refusing_port() -> (TcpSocket, SocketAddr) {
-    let socket = TcpSocket::new_v4().expect("a TCP socket");
-    socket
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .expect("bind 127.0.0.1:0");
-    let addr = socket.local_addr().expect("bound address");
-    (socket, addr)
-}
-
 /// Forwards every connection accepted on `listener` to `to`.
 async fn forward(listener: TcpListener, to: SocketAddr) {
     loop {
@@ -571,7 +560,7 @@ async fn forward(listener: TcpListener, to: SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_upstream_connection_leaves_the_session_unchanged() {
-    let (socket, port) = refusing_port();
+    let (socket, port) = support::refusing_port();
     let (mut gateway, aap) = gateway(&format!("http://{port}/agent"), "", "", "");
     let sid = new_session(&aap).await;
 

@@ -3,10 +3,12 @@
 //! faults, through the real gateway binary over real TCP.
 //!
 //! For every cell the test checks, in this order:
-//! - what the client receives: for a failure before the stream, AG-UI and HAI a status and a JSON
-//!   error with its code, AAP `turn_start` then `turn_stop error`; for one during the stream, what
-//!   the upstream had sent so far, then one terminal error last (`RUN_ERROR` with the code, AAP
-//!   `turn_stop error`); in AAP, which has no error code on the wire, the code is in the log;
+//! - what the client receives: for a failure before the stream, an AG-UI or HAI client of an
+//!   AG-UI or HAI agent gets a status and a JSON error with its code; in front of an AAP agent
+//!   (whose run begins with `/meta` and a session, the client's stream already open) and for an
+//!   AAP turn, the failure is the stream's terminal error. For one during the stream: what the
+//!   upstream had sent so far, then one terminal error, last (`RUN_ERROR` with the code, AAP
+//!   `turn_stop error`). AAP has no error code on the wire: the code is checked in the log;
 //! - that the gateway lets the upstream go: no upstream answer is left running, and when the
 //!   client leaves, the upstream connection is closed within 100 ms of it;
 //! - that the gateway is healthy afterwards: `/live` answers, no stream is still admitted, and a
@@ -33,7 +35,6 @@ use support::{
     scrape::{metric, metrics, wait_for_metric},
     send, ConfigFile, Conn, Gateway, RecordedRequest, Request, Script, ScriptedUpstream, PATIENCE,
 };
-use tokio::net::TcpSocket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -300,16 +301,6 @@ fn config(pair: &Pair, upstream: &ScriptedUpstream, refusing: SocketAddr) -> Str
     )
 }
 
-/// A bound port nobody listens on: connecting to it is refused.
-fn refusing_port() -> (TcpSocket, SocketAddr) {
-    let socket = TcpSocket::new_v4().expect("a TCP socket");
-    socket
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .expect("bind 127.0.0.1:0");
-    let addr = socket.local_addr().expect("bound address");
-    (socket, addr)
-}
-
 /// How a client's stream ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
@@ -482,7 +473,7 @@ async fn every_pair_meets_every_fault_and_ends_well() {
                 upstream: upstream_dialect,
             });
             let upstream = Arc::new(start_upstream(upstream_dialect).await);
-            let (_refusing, refusing) = refusing_port();
+            let (_refusing, refusing) = support::refusing_port();
             let file = ConfigFile::new("faults", &config(&pair, &upstream, refusing));
             let gateway = Arc::new(Gateway::spawn(&[
                 "--config",

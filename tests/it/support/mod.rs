@@ -39,6 +39,17 @@ pub use upstream::{sse_frame, RecordedRequest, Script, ScriptedUpstream, Step};
 /// on machine speed, so this is only the point at which a hang is declared a failure.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// A port that refuses connections (bound, not listening) until [`tokio::net::TcpSocket::listen`]
+/// is called on the socket, so the same upstream URL can later be served.
+pub fn refusing_port() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind 127.0.0.1:0");
+    let addr = socket.local_addr().expect("bound address");
+    (socket, addr)
+}
+
 /// A minimal valid AG-UI `RunAgentInput` body.
 pub fn run_input(thread_id: &str, run_id: &str) -> String {
     serde_json::json!({
