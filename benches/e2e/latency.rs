@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::client::{self, Target};
 use crate::figures::{quantile, Figures};
-use crate::mock::{Chunking, Mode, Script};
+use crate::mock::Script;
 use crate::procs;
 use crate::rig::{self, Comparator, Ctx};
 
@@ -35,16 +35,7 @@ pub const PACE: Duration = Duration::from_millis(10);
 const WARMUP: Duration = Duration::from_secs(1);
 
 pub fn script() -> Script {
-    Script {
-        delay_ms: 25,
-        events: EVENTS,
-        pace_us: PACE.as_micros() as u64,
-        delta_bytes: crate::marker::DELTA_BYTES,
-        mode: Mode::Normal,
-        flood_bytes: 0,
-        chunking: Chunking::Event,
-        extra_field: false,
-    }
+    Script::paced(25, EVENTS, PACE)
 }
 
 /// The figures of one comparator in one run.

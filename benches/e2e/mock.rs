@@ -129,6 +129,20 @@ impl Script {
         .collect()
     }
 
+    /// A normal run of `events` content events `pace` apart after `delay_ms`, one per chunk.
+    pub fn paced(delay_ms: u64, events: u64, pace: Duration) -> Script {
+        Script {
+            delay_ms,
+            events,
+            pace_us: pace.as_micros() as u64,
+            delta_bytes: marker::DELTA_BYTES,
+            mode: Mode::Normal,
+            flood_bytes: 0,
+            chunking: Chunking::Event,
+            extra_field: false,
+        }
+    }
+
     /// The script of an unpaced single run of `events` content events with `delta_bytes`
     /// deltas, in this chunking.
     pub fn unpaced(events: u64, delta_bytes: usize, chunking: Chunking) -> Script {

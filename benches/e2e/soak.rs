@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::client;
 use crate::figures::Figures;
-use crate::mock::{Chunking, Mode, Script};
+use crate::mock::Script;
 use crate::procs::{self, Proc};
 use crate::rig::{self, Comparator, Ctx};
 
@@ -54,16 +54,7 @@ pub const OPEN: &str = "streams open";
 pub const SECONDS: &str = "duration";
 
 fn script() -> Script {
-    Script {
-        delay_ms: 0,
-        events: EVENTS,
-        pace_us: PACE.as_micros() as u64,
-        delta_bytes: crate::marker::DELTA_BYTES,
-        mode: Mode::Normal,
-        flood_bytes: 0,
-        chunking: Chunking::Event,
-        extra_field: false,
-    }
+    Script::paced(0, EVENTS, PACE)
 }
 
 /// What one soak measured.
