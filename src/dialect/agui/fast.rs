@@ -88,6 +88,7 @@ pub(super) fn read(
     }
     let fits = match &event {
         Event::ToolCallStart(e) => e.parent_message_id.as_deref() != Some(""),
+        Event::ToolCallChunk(e) => e.parent_message_id.as_deref() != Some(""),
         Event::ToolCallResult(e) => !e.message_id.is_empty(),
         Event::StateDelta(e) => fix::patch_is_canonical(&e.delta),
         Event::ActivityDelta(e) => fix::patch_is_canonical(&e.patch),

@@ -1648,6 +1648,7 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"TEXT_MESSAGE_CHUNK","messageId":"k","delta":"x"}),
         json!({"type":"REASONING_MESSAGE_CHUNK","messageId":"r","delta":"y"}),
         json!({"type":"TOOL_CALL_CHUNK","toolCallId":"d","toolCallName":"g","delta":"{}"}),
+        json!({"type":"TOOL_CALL_CHUNK","toolCallId":"e","toolCallName":"g","parentMessageId":"","delta":"{}"}),
         json!({"type":"STEP_STARTED","stepName":"s"}),
         json!({"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"n","parentToolCallId":"c"}),
         json!({"type":"CUSTOM","name":"SYSTEM_EXCEPTION","value":"busy"}),
