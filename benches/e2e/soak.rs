@@ -5,7 +5,8 @@
 //! EVENTS s` of them. Every stream is checked like any other of the benchmark (markers in
 //! order, the terminal event); the gateway's RSS is sampled every second, and its slope over the
 //! second half (least squares) is the figure: a leak of a few hundred bytes per stream shows as
-//! a slope of KiB per second.
+//! a slope of KiB per second. The samples go to `soak-<direction>.csv` beside the gateway's
+//! log (under the target directory).
 //!
 //! The clients speak HTTP/2 with prior knowledge (h2c), [`PER_CONNECTION`] streams per
 //! connection: with one HTTP/1.1 connection per stream the gateway would need two descriptors
@@ -115,6 +116,25 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         );
         for error in &soak.errors {
             ctx.note(format!("soak {label}: a failed stream: {error}"));
+        }
+        // The whole series, for a look at what the slope summarises.
+        let series = ctx.dir.join(format!("soak-{}.csv", procs::slug(label)));
+        let csv: String = std::iter::once("seconds,rss_kib\n".to_string())
+            .chain(
+                soak.samples
+                    .iter()
+                    .map(|(t, rss)| format!("{t:.1},{rss:.0}\n")),
+            )
+            .collect();
+        match std::fs::write(&series, csv) {
+            Ok(()) => ctx.note(format!(
+                "soak {label}: RSS every second in {}",
+                series.display()
+            )),
+            Err(e) => ctx.note(format!(
+                "soak {label}: could not write {}: {e}",
+                series.display()
+            )),
         }
         figures.push(SCENARIO, label, OPEN, "streams", streams as f64);
         figures.push(SCENARIO, label, SECONDS, "s", duration.as_secs_f64());
