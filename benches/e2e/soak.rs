@@ -104,6 +104,7 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
                 .find(|(at, _)| *at >= t)
                 .map_or(0.0, |(_, rss)| *rss)
         };
+        let rss_end = soak.samples.last().map_or(0.0, |(_, rss)| *rss);
         let label = kind.label();
         println!(
             "  {label:<28} {streams} streams for {} s: {} completed, {} failed; RSS {:.0} KiB at \
@@ -112,7 +113,7 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
             soak.completed,
             soak.failed,
             rss_at(half),
-            soak.samples.last().map_or(0.0, |(_, rss)| *rss),
+            rss_end,
         );
         for error in &soak.errors {
             ctx.note(format!("soak {label}: a failed stream: {error}"));
@@ -141,13 +142,7 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         figures.push(SCENARIO, label, COMPLETED, "streams", soak.completed as f64);
         figures.push(SCENARIO, label, FAILED, "streams", soak.failed as f64);
         figures.push(SCENARIO, label, RSS_HALF, "KiB", rss_at(half));
-        figures.push(
-            SCENARIO,
-            label,
-            RSS_END,
-            "KiB",
-            soak.samples.last().map_or(0.0, |(_, rss)| *rss),
-        );
+        figures.push(SCENARIO, label, RSS_END, "KiB", rss_end);
         figures.push(SCENARIO, label, SLOPE, "KiB/s", slope);
     }
     mock.stop().await;

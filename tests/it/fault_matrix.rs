@@ -145,8 +145,8 @@ fn text_frame(upstream: Dialect, text: &str) -> Vec<u8> {
     }
 }
 
-/// A run's start and a message's start, then [`PARTIAL`].
-fn opening(upstream: Dialect) -> Script {
+/// A run's start and a message's start, then `text`.
+fn opening(upstream: Dialect, text: &str) -> Script {
     let mut script = Script::sse_headers();
     let events = match upstream {
         Dialect::AgUi => vec![
@@ -162,7 +162,7 @@ fn opening(upstream: Dialect) -> Script {
     for event in events {
         script = script.bytes(event);
     }
-    script.bytes(text_frame(upstream, PARTIAL))
+    script.bytes(text_frame(upstream, text))
 }
 
 /// The message's end and the run's end.
@@ -193,25 +193,7 @@ fn aap_frame(name: &str, data: &Value) -> Vec<u8> {
 /// none).
 fn fault_script(upstream: Dialect, fault: Option<Fault>) -> Script {
     let Some(fault) = fault else {
-        let script = Script::sse_headers();
-        let script = match upstream {
-            Dialect::AgUi => script
-                .bytes(frame(
-                    &json!({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}),
-                ))
-                .bytes(frame(
-                    &json!({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"}),
-                )),
-            Dialect::Hai => script
-                .bytes(frame(
-                    &json!({"type": "RUN_STARTED", "messageId": "run", "role": "assistant"}),
-                ))
-                .bytes(frame(
-                    &json!({"type": "BUSINESS_DATA_START", "messageId": "m1", "role": "assistant"}),
-                )),
-            Dialect::Aap => script.bytes(aap_frame("turn_start", &json!({}))),
-        };
-        return closing(upstream, script.bytes(text_frame(upstream, FINE)));
+        return closing(upstream, opening(upstream, FINE));
     };
     match fault {
         // Never reaches this upstream: the route's port refuses.
@@ -223,32 +205,32 @@ fn fault_script(upstream: Dialect, fault: Option<Fault>) -> Script {
             "<!doctype html><html><body><form action=/login></form></body></html>",
         ),
         Fault::DropBeforeHeaders => Script::drop_before_headers(),
-        Fault::DropMidStream => opening(upstream).close(),
+        Fault::DropMidStream => opening(upstream, PARTIAL).close(),
         Fault::StallBeforeHeaders => Script::no_headers(),
-        Fault::StallMidStream => opening(upstream).stall(),
+        Fault::StallMidStream => opening(upstream, PARTIAL).stall(),
         Fault::Garbage => {
             let garbage: &[u8] = match upstream {
                 Dialect::Aap => b"event: text_delta\ndata: \xff\xfe{not json\n\n",
                 _ => b"data: \xff\xfe{not json\n\n",
             };
-            closing(upstream, opening(upstream).bytes(garbage))
+            closing(upstream, opening(upstream, PARTIAL).bytes(garbage))
         }
         Fault::Oversize => closing(
             upstream,
-            opening(upstream).bytes(text_frame(upstream, &"x".repeat(100_000))),
+            opening(upstream, PARTIAL).bytes(text_frame(upstream, &"x".repeat(100_000))),
         ),
-        Fault::Endless => (0..2000).fold(opening(upstream), |s, _| {
+        Fault::Endless => (0..2000).fold(opening(upstream, PARTIAL), |s, _| {
             s.bytes(text_frame(upstream, "tick ")).sleep_ms(10)
         }),
         Fault::ClientDisconnect => {
-            let script = (0..500).fold(opening(upstream), |s, i| {
+            let script = (0..500).fold(opening(upstream, PARTIAL), |s, i| {
                 s.bytes(text_frame(upstream, &format!("{i} "))).sleep_ms(20)
             });
             closing(upstream, script)
         }
         Fault::ClientStopsReading => {
             let chunk = text_frame(upstream, &"y".repeat(16 * 1024));
-            let script = (0..3000).fold(opening(upstream), |s, _| s.bytes(&chunk));
+            let script = (0..3000).fold(opening(upstream, PARTIAL), |s, _| s.bytes(&chunk));
             closing(upstream, script)
         }
     }
