@@ -302,3 +302,27 @@ async fn a_large_buffer_is_let_go_once_empty() {
     assert_eq!(&frame[..], b"hello");
     assert!(wire.pending.capacity() <= KEEP_PENDING);
 }
+
+#[tokio::test]
+async fn a_finished_exchange_keeps_no_buffer_for_the_pool() {
+    // Chunked, by length and without a body; the body whole in the head's read, and cut
+    // over reads.
+    let length: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+    let empty: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+    for pieces in [
+        vec![CHUNKED],
+        vec![&CHUNKED[..40], &CHUNKED[40..]],
+        vec![length],
+        vec![&length[..30], &length[30..]],
+        vec![empty],
+    ] {
+        let (_, _, error, wire) = exchange(&pieces).await.unwrap();
+        assert!(error.is_none(), "{error:?}");
+        assert!(wire.is_reusable());
+        assert_eq!(
+            wire.pending.capacity(),
+            0,
+            "a connection back in the pool holds no read buffer"
+        );
+    }
+}
