@@ -240,7 +240,10 @@ fn soak_rows(figures: &Figures, rows: &mut Vec<Target>) {
             nginx: "n/a (gateway only)".into(),
             bound: "within ±1 KiB/s".into(),
             met: slope.abs() <= 1.0,
-            evidence: format!("RSS at half time and at the end: figures, {g}"),
+            evidence: format!(
+                "RSS at half time and at the end: figures, {g}; the heap under the same soak, \
+                 by allocation site: [HEAP.md](HEAP.md) (`benches/heap_profile.sh`)"
+            ),
         });
     }
 }
