@@ -50,5 +50,6 @@ out=${HEAP_OUT:-benches/HEAP.md}
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || commit="$commit (with uncommitted changes)"
 python3 benches/heap_summary.py "$recording" --duration "$duration" --command "$command_line" \
+    --massif "$dir/heap.massif" \
     --commit "$commit" >"$out"
 echo "heap profile written to $out (recording $recording)"

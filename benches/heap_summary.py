@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summarises a heaptrack recording of the gateway under the soak (benches/heap_profile.sh) as
-Markdown: the live heap over time and its least-squares slope over the soak's second half, and
-the allocation sites still live when the process ended, by number of blocks. A leak per stream
-shows as a site whose block count follows the streams served (hundreds of thousands); a pool
-sized by the peak of concurrent streams shows as a count near the streams open at once.
+Markdown: the live heap over time and its least-squares slope over the soak's second half, what
+grew over the second half by allocating backtrace, and what was still allocated when the
+process ended. Memory kept per stream served grows all along and its backtrace allocated once per
+stream; a pool sized by the peak of concurrent streams grows once and stays.
 
     heap_summary.py RECORDING.zst --duration SECONDS [--command TEXT] [--commit SHA]
 """
@@ -56,32 +56,45 @@ def slope(points):
     return 0.0 if d == 0 else (n * sxy - sx * sy) / d
 
 
-def live_sites(recording, top):
-    text = heaptrack_print(recording, "-l", "1", "-n", "400", "-s", "0", "-a", "0", "-T", "0",
+def live_entries(recording):
+    """heaptrack's list of what was still allocated at the end of `recording`, one entry per
+    allocating backtrace: live bytes (as printed and as a number), how many allocations that
+    backtrace made in all, and its frames past the allocator."""
+    text = heaptrack_print(recording, "-l", "1", "-n", "5000", "-s", "0", "-a", "0", "-T", "0",
                            "-p", "0", "--merge-backtraces", "0")
-    sites, current = [], None
     head = re.compile(r"^(\S+) leaked over (\d+) calls from")
+    entries, current = [], None
     for line in text.splitlines():
         m = head.match(line)
         if m:
-            current = {"bytes": m.group(1), "blocks": int(m.group(2)), "frames": []}
-            sites.append(current)
-            continue
-        if current is None or not line.strip():
-            current = None if not line.strip() else current
+            current = {"shown": m.group(1), "bytes": size(m.group(1)),
+                       "calls": int(m.group(2)), "frames": []}
+            entries.append(current)
             continue
         frame = line.strip()
-        if frame.startswith(("at ", "in ", "and ")) or NOISE.match(frame):
-            continue
-        frame = tidy(frame)
-        # The first frame past the allocator says what grew; the first of the gateway's own
-        # says on whose behalf.
-        if not current["frames"]:
-            current["frames"].append(frame)
-        elif frame.startswith("dialect_proxy::") and len(current["frames"]) < 2:
-            current["frames"].append(frame)
-    sites.sort(key=lambda s: s["blocks"], reverse=True)
-    return sites[:top]
+        if not frame:
+            current = None
+        elif current is not None and not frame.startswith(("at ", "in ", "and ")) \
+                and not NOISE.match(frame):
+            current["frames"].append(tidy(frame))
+    return entries
+
+
+def live_by_backtrace(recording):
+    """Live bytes per allocating backtrace, named by its first frames past the allocator."""
+    live = {}
+    for entry in live_entries(recording):
+        name = " … ".join(entry["frames"][:4]) or "(allocator only)"
+        live[name] = live.get(name, 0) + entry["bytes"]
+    return live
+
+
+def named(entry):
+    """The first frame past the allocator (what grew) and the first of the gateway's own (on
+    whose behalf)."""
+    frames = entry["frames"][:1]
+    own = next((f for f in entry["frames"][1:] if f.startswith("dialect_proxy::")), None)
+    return frames + ([own] if own else [])
 
 
 def truncated(recording, seconds, path):
@@ -99,36 +112,6 @@ def truncated(recording, seconds, path):
     source.wait()
     sink.stdin.close()
     sink.wait()
-
-
-def live_by_backtrace(recording):
-    """Live bytes per allocating backtrace (its first frames past the allocator)."""
-    text = heaptrack_print(recording, "-l", "1", "-n", "5000", "-s", "0", "-a", "0", "-T", "0",
-                           "-p", "0", "--merge-backtraces", "0")
-    live, key, frames = {}, None, []
-    head = re.compile(r"^(\S+) leaked over \d+ calls from")
-
-    def flush():
-        if key is not None:
-            name = " … ".join(frames[:4]) or "(allocator only)"
-            live[name] = live.get(name, 0) + key
-
-    for line in text.splitlines():
-        m = head.match(line)
-        if m:
-            flush()
-            key, frames = size(m.group(1)), []
-            continue
-        if not line.strip():
-            flush()
-            key = None
-            continue
-        frame = line.strip()
-        if key is None or frame.startswith(("at ", "in ", "and ")) or NOISE.match(frame):
-            continue
-        frames.append(tidy(frame))
-    flush()
-    return live
 
 
 def size(text):
@@ -204,15 +187,18 @@ def main():
     for change, name in changes[:8]:
         print(f"| {change / 1024:+,.0f} KiB | {after.get(name, 0) / 1024:,.0f} KiB | `{name}` |")
     print()
-    print("## Still allocated when the process ended, by blocks\n")
-    print("After the soak's last streams had ended and the gateway had shut down gracefully. "
-          "A count near the streams open at once is a pool sized by that peak (kept for "
-          "reuse); a count near the streams served would be a leak.\n")
-    print("| blocks | bytes | allocated by |")
+    print("## Still allocated when the process ended, by allocations made\n")
+    print("After the soak's last streams had ended and the gateway had shut down gracefully: "
+          "each backtrace with memory still allocated, and how many allocations it made over "
+          "the whole run. One that allocates per stream served would have made hundreds of "
+          "thousands; a pool sized by the peak of concurrent streams makes about as many as "
+          "were open at once.\n")
+    print("| allocations | still allocated | allocated by |")
     print("| ---: | ---: | --- |")
-    for site in live_sites(args.recording, 8):
-        frames = " … in ".join(f"`{f}`" for f in site["frames"]) or "(allocator only)"
-        print(f"| {site['blocks']:,} | {site['bytes']} | {frames} |")
+    entries = sorted(live_entries(args.recording), key=lambda e: e["calls"], reverse=True)
+    for entry in entries[:8]:
+        frames = " … in ".join(f"`{f}`" for f in named(entry)) or "(allocator only)"
+        print(f"| {entry['calls']:,} | {entry['shown']} | {frames} |")
 
 
 if __name__ == "__main__":
