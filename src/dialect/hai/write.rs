@@ -791,13 +791,52 @@ impl HaiWriter {
 
     /// `data: {"type":…, fields…, "timestamp":…}` — the fields' own timestamp wins.
     fn frame(&self, out: &mut BytesMut, ty: &str, fields: Map<String, Value>, ts: i64) {
-        let mut map = Map::with_capacity(fields.len() + 2);
-        map.insert("type".into(), ty.into());
-        map.extend(fields);
-        map.entry("timestamp").or_insert_with(|| ts.into());
-        let encoded = sse::encode_json(out, None, &Value::Object(map));
+        let encoded = sse::encode_json(
+            out,
+            None,
+            &Frame {
+                ty,
+                fields: &fields,
+                ts,
+            },
+        );
         // A JSON map always serialises into memory.
         debug_assert!(encoded.is_ok(), "could not encode a HAI {ty} event");
+    }
+}
+
+/// One HAI event as it goes out: `type` first (the fields' own `type` if they carry one, as
+/// an event kept whole does), the fields in their order, and `timestamp` last unless the
+/// fields have one. Written straight from the fields rather than through a new map: building
+/// that map (a hash per key) was most of a frame's cost.
+struct Frame<'a> {
+    ty: &'a str,
+    fields: &'a Map<String, Value>,
+    ts: i64,
+}
+
+impl serde::Serialize for Frame<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        // A linear look: these maps hold a handful of keys, fewer than a hash costs.
+        match self.fields.iter().find(|(key, _)| *key == "type") {
+            Some((_, own)) => map.serialize_entry("type", own)?,
+            None => map.serialize_entry("type", self.ty)?,
+        }
+        let mut stamped = false;
+        for (key, value) in self.fields {
+            match key.as_str() {
+                "type" => continue,
+                "timestamp" => stamped = true,
+                _ => {}
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if !stamped {
+            map.serialize_entry("timestamp", &self.ts)?;
+        }
+        map.end()
     }
 }
 

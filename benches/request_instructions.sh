@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Instructions the gateway spends per run request, counted by callgrind: deterministic where
+# this machine's clock is not, so it compares two builds of the request path exactly. The
+# binary runs under `valgrind --tool=callgrind --instr-atstart=no` in front of the benchmark's
+# mock (one content event per run, no wait), three warm-up requests go through uncounted, then
+# N sequential `curl` requests with instrumentation on. Prints instructions per request and
+# leaves the callgrind file for `callgrind_annotate --inclusive=yes FILE`.
+#
+#   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai] [--out FILE] [BINARY]
+#
+# BINARY defaults to target/release/dialect-proxy (built here when missing); the mock is the
+# end-to-end benchmark's (`cargo bench --bench e2e --no-run` builds it). Needs valgrind and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+requests=100 client=ag-ui out=target/e2e/request-instructions.callgrind
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --requests) requests=$2; shift 2 ;;
+        --client) client=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        -*) echo "usage: $0 [--requests N] [--client ag-ui|hai] [--out FILE] [BINARY]" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+binary=${1:-target/release/dialect-proxy}
+for tool in valgrind callgrind_control curl; do
+    command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
+done
+case $client in
+    ag-ui) body='{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}' ;;
+    hai) body='{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi","timestamp":1760000000000}],"context":[],"tools":[]}' ;;
+    *) echo "--client: ag-ui or hai" >&2; exit 2 ;;
+esac
+[ -x "$binary" ] || cargo build --release --bin dialect-proxy
+mock=$(cargo bench --bench e2e --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "e2e" and m.get("executable"):
+        print(m["executable"])')
+[ -n "$mock" ] || { echo "could not build the benchmark's mock" >&2; exit 1; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+listening() { # FILE: waits for "http://HOST:PORT" in it, prints PORT
+    for _ in $(seq 150); do
+        if grep -q 'http://' "$1" 2>/dev/null; then grep -o 'http://[0-9.:]*' "$1" | head -1 | sed 's/.*://'; return; fi
+        sleep 0.2
+    done
+    echo "no address in $1" >&2; exit 1
+}
+
+"$mock" mock --delay-ms 0 --events 1 --pace-us 0 --delta-bytes 60 --mode normal \
+    --flood-bytes 0 --chunking event >"$work/mock.out" 2>&1 &
+pids+=($!)
+upstream=$(listening "$work/mock.out")
+mkdir -p "$(dirname "$out")"
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$binary" serve \
+    --listen 127.0.0.1:0 --client "$client" --upstream "http://127.0.0.1:$upstream/" \
+    --upstream-dialect ag-ui >"$work/gateway.out" 2>"$work/gateway.err" &
+gateway=$!
+pids+=($gateway)
+port=$(listening "$work/gateway.out")
+request() {
+    curl -sf -o /dev/null -H 'content-type: application/json' -H 'accept: text/event-stream' \
+        -d "$body" "http://127.0.0.1:$port/"
+}
+for _ in 1 2 3; do request; done
+callgrind_control -i on "$gateway" >/dev/null 2>&1
+for _ in $(seq "$requests"); do request; done
+callgrind_control -i off "$gateway" >/dev/null 2>&1
+kill -TERM "$gateway"
+wait "$gateway" || true
+total=$(awk '/^totals:/ {print $2; exit}' "$out")
+echo "$client: $((total / requests)) instructions per request ($requests requests; $out)"
