@@ -476,7 +476,10 @@ impl Gateway {
                     &self.budget,
                     &self.aap_client,
                 );
-                aap_server::handle(&face, &self.relay, request).await
+                // Boxed: an AAP exchange's future is nearly 12 KiB, three times an AG-UI or HAI
+                // run's, and inline it would make every request's future that large (each one
+                // copied when the service boxes it, measured at 16,500 instructions).
+                Box::pin(aap_server::handle(&face, &self.relay, request)).await
             }
             Dialect::AgUi | Dialect::Hai => self.stream(route, request, span.clone()).await,
         };

@@ -551,7 +551,9 @@ where
     if mode != StreamMode::None {
         return Ok(event_stream(body));
     }
-    let collected = body.collect().await;
+    // Collected from the heap: inline, the body would sit in this future twice (as the argument
+    // and inside the collector), and every turn's future is as large as its largest state.
+    let collected = Box::pin(body).collect().await;
     let bytes = match collected {
         Ok(c) => c.to_bytes(),
         Err(never) => match never {},
