@@ -3,10 +3,11 @@
 # this machine's clock is not, so it compares two builds of the request path exactly. The
 # binary runs under `valgrind --tool=callgrind --instr-atstart=no` in front of the benchmark's
 # mock (one content event per run, no wait), three warm-up requests go through uncounted, then
-# N sequential `curl` requests with instrumentation on. Prints instructions per request and
-# leaves the callgrind file for `callgrind_annotate --inclusive=yes FILE`.
+# N sequential `curl` requests with instrumentation on. An AAP request is a turn (`"stream":
+# "delta"`) on a session of its own, created before counting starts. Prints instructions per
+# request and leaves the callgrind file for `callgrind_annotate --inclusive=yes FILE`.
 #
-#   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai] [--out FILE] [BINARY]
+#   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai|aap] [--out FILE] [BINARY]
 #
 # BINARY defaults to target/release/dialect-proxy (built here when missing); the mock is the
 # end-to-end benchmark's (`cargo bench --bench e2e --no-run` builds it). Needs valgrind and curl.
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
         --requests) requests=$2; shift 2 ;;
         --client) client=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -*) echo "usage: $0 [--requests N] [--client ag-ui|hai] [--out FILE] [BINARY]" >&2; exit 2 ;;
+        -*) echo "usage: $0 [--requests N] [--client ag-ui|hai|aap] [--out FILE] [BINARY]" >&2; exit 2 ;;
         *) break ;;
     esac
 done
@@ -30,8 +31,12 @@ done
 case $client in
     ag-ui) body='{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}' ;;
     hai) body='{"threadId":"t","runId":"r","messages":[{"id":"u1","role":"user","content":"hi","timestamp":1760000000000}],"context":[],"tools":[]}' ;;
-    *) echo "--client: ag-ui or hai" >&2; exit 2 ;;
+    aap) body='{"stream":"delta","messages":[{"role":"user","content":"hi"}]}' ;;
+    *) echo "--client: ag-ui, hai or aap" >&2; exit 2 ;;
 esac
+if [ "$client" = aap ] && [ "$requests" -gt 100 ]; then
+    echo "--client aap: at most 100 requests (a caller may hold 100 sessions)" >&2; exit 2
+fi
 [ -x "$binary" ] || cargo build --release --bin dialect-proxy
 mock=$(cargo bench --bench e2e --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
@@ -58,17 +63,38 @@ listening() { # FILE: waits for "http://HOST:PORT" in it, prints PORT
 pids+=($!)
 upstream=$(listening "$work/mock.out")
 mkdir -p "$(dirname "$out")"
+face=(--client "$client")
+[ "$client" != aap ] || face+=(--agent-name bench)
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$binary" serve \
-    --listen 127.0.0.1:0 --client "$client" --upstream "http://127.0.0.1:$upstream/" \
+    --listen 127.0.0.1:0 "${face[@]}" --upstream "http://127.0.0.1:$upstream/" \
     --upstream-dialect ag-ui >"$work/gateway.out" 2>"$work/gateway.err" &
 gateway=$!
 pids+=($gateway)
 port=$(listening "$work/gateway.out")
-request() {
-    curl -sf -o /dev/null -H 'content-type: application/json' -H 'accept: text/event-stream' \
-        -d "$body" "http://127.0.0.1:$port/"
+post() { # PATH BODY
+    curl -sf -H 'content-type: application/json' -H 'accept: text/event-stream' -d "$2" \
+        "http://127.0.0.1:$port$1"
 }
-for _ in 1 2 3; do request; done
+path() { # a new session's turns (AAP), or the run path
+    if [ "$client" = aap ]; then
+        local session
+        session=$(post /sessions '{"agent":{"name":"bench"}}' |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["sessionId"])')
+        echo "/sessions/$session/turns"
+    else
+        echo /
+    fi
+}
+for _ in 1 2 3; do
+    warm=$(path)
+    post "$warm" "$body" >/dev/null
+    # A caller may hold 100 sessions: the warm-up's go before the counted ones are made.
+    [ "$client" != aap ] || curl -sf -X DELETE "http://127.0.0.1:$port${warm%/turns}" >/dev/null
+done
+paths=()
+for _ in $(seq "$requests"); do paths+=("$(path)"); done
+next=0
+request() { post "${paths[$next]}" "$body" >/dev/null; next=$((next + 1)); }
 callgrind_control -i on "$gateway" >/dev/null 2>&1
 for _ in $(seq "$requests"); do request; done
 callgrind_control -i off "$gateway" >/dev/null 2>&1
