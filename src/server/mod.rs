@@ -477,9 +477,16 @@ impl Gateway {
                     &self.aap_client,
                 );
                 // Boxed: an AAP exchange's future is nearly 12 KiB, three times an AG-UI or HAI
-                // run's, and inline it would make every request's future that large (each one
-                // copied when the service boxes it, measured at 16,500 instructions).
-                Box::pin(aap_server::handle(&face, &self.relay, request)).await
+                // run's, and inline it would make every request's future that large (16 KiB,
+                // out of the allocator's small classes, and copied whole when the route's
+                // service boxes it). The box comes first so that the future is built in it
+                // rather than built on the stack and copied there.
+                let slot = Box::new_uninit();
+                Box::into_pin(Box::write(
+                    slot,
+                    aap_server::handle(&face, &self.relay, request),
+                ))
+                .await
             }
             Dialect::AgUi | Dialect::Hai => self.stream(route, request, span.clone()).await,
         };
