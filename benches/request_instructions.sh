@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions the gateway spends per run request, counted by callgrind: deterministic where
-# this machine's clock is not, so it compares two builds of the request path exactly. The
+# Instructions the gateway spends per run request, counted by callgrind: steady where this
+# machine's clock is not (two runs of one binary differ by up to 1.5 %, which task runs first
+# after a wake-up not being fixed), so it compares two builds of the request path. The
 # binary runs under `valgrind --tool=callgrind --instr-atstart=no` in front of the benchmark's
 # mock (one content event per run, no wait), three warm-up requests go through uncounted, then
 # N sequential `curl` requests with instrumentation on. An AAP request is a turn (`"stream":
