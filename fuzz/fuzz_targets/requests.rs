@@ -1,5 +1,5 @@
-//! Every request parser on any bytes: the AG-UI run input (its fast strict reading and the
-//! lenient one give the same answer), the HAI request (ids always there, or a 400), and the AAP
+//! Every request parser on any bytes: the AG-UI and HAI run requests (each one's fast strict
+//! reading and its lenient one give the same answer; ids always there, or a 400), and the AAP
 //! face's REST bodies. No panic; a refusal is `INVALID_REQUEST` with a message.
 #![no_main]
 
@@ -38,15 +38,26 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         1 => {
-            let mut n = 0;
-            let mut new_id = || {
-                n += 1;
-                format!("minted-{n}")
+            let ids = || {
+                let mut n = 0;
+                move || {
+                    n += 1;
+                    format!("minted-{n}")
+                }
             };
             for content in [HistoryContent::Decode, HistoryContent::Verbatim] {
-                match hai::read_request(body, mappings, content, &mut new_id) {
-                    Ok(input) => assert!(!input.thread_id.is_empty() && !input.run_id.is_empty()),
-                    Err(failure) => refused(&failure),
+                let read = hai::read_request(body, mappings, content, &mut ids());
+                let lenient = hai::read_request_lenient(body, mappings, content, &mut ids());
+                match (&read, &lenient) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a, b);
+                        assert!(!a.thread_id.is_empty() && !a.run_id.is_empty());
+                    }
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a.message, b.message);
+                        refused(a);
+                    }
+                    _ => panic!("the readings differ: {read:?} against {lenient:?}"),
                 }
             }
         }

@@ -45,14 +45,22 @@ pub fn read_request_lenient(body: &[u8], aliases: &AguiAliases) -> Result<RunAge
 /// vendor's extras), or anything the strict types refuse (a `binary` part, a non-object
 /// `metadata`). Tested to agree with the lenient reading: `strict_and_lenient_readings_agree`.
 fn strict_request(body: &[u8]) -> Option<RunAgentInput> {
+    let input = strict_decode(body)?;
+    let canonical = input.extra.is_empty() && input.messages.iter().all(|m| m.extra().is_empty());
+    canonical.then_some(input)
+}
+
+/// The body decoded straight into the canonical types, when it has no `null` anywhere (the
+/// lenient readings drop nulls before they decode) and is valid UTF-8 throughout; `None` when
+/// the types refuse it. What is left in the `extra` maps is for the caller to judge: the AG-UI
+/// and HAI fast paths each take only what their lenient reading would leave unchanged.
+pub(crate) fn strict_decode(body: &[u8]) -> Option<RunAgentInput> {
     // serde_json checks the UTF-8 of what it decodes, not of what it skips (a key the types do
     // not know, inside a tool): the lenient reading refuses such a body, so this must too.
     if memchr::memmem::find(body, b"null").is_some() || simdutf8::basic::from_utf8(body).is_err() {
         return None;
     }
-    let input: RunAgentInput = serde_json::from_slice(body).ok()?;
-    let canonical = input.extra.is_empty() && input.messages.iter().all(|m| m.extra().is_empty());
-    canonical.then_some(input)
+    serde_json::from_slice(body).ok()
 }
 
 /// Both ids are required and must say something.

@@ -24,6 +24,9 @@ pub enum HistoryContent {
     Verbatim,
 }
 
+/// What a HAI message has beyond AG-UI's, kept in `metadata.hai` in this order.
+pub(super) const HAI_MESSAGE_KEYS: [&str; 2] = ["timestamp", "extra"];
+
 /// Converts HAI messages (JSON) into canonical message JSON, ready for the AG-UI message fixes
 /// and deserialisation. Messages without an id get `<runId>.h<n>`.
 pub(super) fn decode(
@@ -45,7 +48,7 @@ pub(super) fn decode(
             map.insert("id".into(), mint.next('h').into());
         }
         let mut hai = Map::new();
-        for key in ["timestamp", "extra"] {
+        for key in HAI_MESSAGE_KEYS {
             if let Some(v) = map.shift_remove(key).filter(|v| !v.is_null()) {
                 hai.insert(key.into(), v);
             }

@@ -21,7 +21,7 @@ mod write;
 
 pub use business::escape_braces_in_strings;
 pub use read::{Collaboration, HaiReader};
-pub use request::{read_request, write_request, HistoryContent};
+pub use request::{read_request, read_request_lenient, write_request, HistoryContent};
 pub use write::HaiWriter;
 
 use std::str::FromStr;

@@ -4,11 +4,12 @@
 use serde_json::{Map, Value};
 
 pub use super::history::HistoryContent;
-use super::history::{self, AssistantContent};
-use crate::dialect::agui::request::{input_from_map, request_object};
+use super::history::{self, AssistantContent, HAI_MESSAGE_KEYS};
+use super::METADATA_KEY;
+use crate::dialect::agui::request::{input_from_map, request_object, strict_decode};
 use crate::error::{ErrorCode, Failure};
 use crate::event::IdMint;
-use crate::event::{RunAgentInput, PROTOCOL_VERSION};
+use crate::event::{Message, RunAgentInput, PROTOCOL_VERSION};
 use crate::mapping::Mappings;
 
 /// Reads a HAI client's body. `new_id` supplies a thread or run id the body lacks, or leaves
@@ -16,6 +17,73 @@ use crate::mapping::Mappings;
 /// (a client that sent one would otherwise never see its run under the id it named). Errors
 /// are `INVALID_REQUEST` naming the field.
 pub fn read_request(
+    body: &[u8],
+    mappings: &Mappings,
+    history_content: HistoryContent,
+    new_id: &mut dyn FnMut() -> String,
+) -> Result<RunAgentInput, Failure> {
+    match strict_request(body, history_content) {
+        Some(input) => Ok(input),
+        None => read_request_lenient(body, mappings, history_content, new_id),
+    }
+}
+
+/// The fast path, as the AG-UI reader has one: a body with nothing for the lenient reading
+/// to repair decodes straight into the canonical types. Building a JSON tree, rewriting it and
+/// decoding it again cost about 40,000 instructions for a one-message request, a sixth of the
+/// gateway's work per HAI run (callgrind, `benches/request_instructions.sh --client hai`).
+///
+/// Taken when both ids are there and say something, nothing top-level is unknown (snake_case
+/// ids, `initialState`), the context is empty (an item with a key beyond AG-UI's two is
+/// wrapped by the lenient reading, and the types cannot show it), every message has an id and
+/// no unknown key but HAI's own `timestamp` and `extra`, and no assistant message needs its
+/// business objects decoded. What the lenient reading then does is done here on the types:
+/// `timestamp` and `extra` move into `metadata.hai`, `protocolVersion` becomes 1.0, and
+/// `forwardedProps` defaults to `{}`. Tested to agree with the lenient reading:
+/// `strict_and_lenient_readings_agree`, and the `requests` fuzz target.
+fn strict_request(body: &[u8], history_content: HistoryContent) -> Option<RunAgentInput> {
+    let mut input = strict_decode(body)?;
+    let plain = input.extra.is_empty()
+        && !input.thread_id.is_empty()
+        && !input.run_id.is_empty()
+        && input.context.is_empty();
+    if !plain {
+        return None;
+    }
+    for message in &mut input.messages {
+        let decoded =
+            history_content == HistoryContent::Decode && matches!(message, Message::Assistant(_));
+        if decoded || message.id().is_empty() {
+            return None;
+        }
+        let (extra, metadata) = message.extra_and_metadata();
+        if extra.is_empty() {
+            continue;
+        }
+        let mut hai = Map::new();
+        // The lenient reading's order: `timestamp`, then `extra`.
+        for key in HAI_MESSAGE_KEYS {
+            if let Some(value) = extra.remove(key) {
+                hai.insert(key.into(), value);
+            }
+        }
+        if !extra.is_empty() {
+            return None;
+        }
+        metadata
+            .get_or_insert_with(Map::new)
+            .insert(METADATA_KEY.into(), Value::Object(hai));
+    }
+    input.protocol_version = Some(PROTOCOL_VERSION.into());
+    input
+        .forwarded_props
+        .get_or_insert_with(|| Value::Object(Map::new()));
+    Some(input)
+}
+
+/// [`read_request`] without its fast path: what every body would get. The differential tests
+/// and the `requests` fuzz target hold the two to the same answer.
+pub fn read_request_lenient(
     body: &[u8],
     mappings: &Mappings,
     history_content: HistoryContent,
@@ -184,6 +252,105 @@ mod tests {
         assert_eq!(body["agentName"], "x");
         assert_eq!(body["state"], json!({"n":1}));
         assert!(body.get("protocolVersion").is_none());
+    }
+
+    /// HAI bodies for the differential test: what the fast path takes, then what only the
+    /// lenient reading takes, repairs or refuses.
+    fn corpus() -> Vec<Value> {
+        let user = json!({"id":"u1","role":"user","content":"hi","timestamp":1760000000000_u64});
+        vec![
+            // Taken by the fast path.
+            json!({"threadId":"t","runId":"r","messages":[user],"context":[],"tools":[]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"x"}]}),
+            json!({"threadId":"t","runId":"r","protocolVersion":"0.9","state":{"n":[1,2.5]},
+                "forwardedProps":{"k":"v"},"parentRunId":"p",
+                "tools":[{"name":"f","description":"d","parameters":{"type":"object"}}],
+                "messages":[
+                    {"id":"s","role":"system","content":"be brief","extra":{"a":1}},
+                    {"id":"u","role":"user","content":"hi","extra":"e","timestamp":3,
+                        "metadata":{"other":true,"hai":{"old":1}}},
+                    {"id":"t1","role":"tool","toolCallId":"c","content":"ok","timestamp":4},
+                    {"id":"u2","role":"user","content":[{"type":"text","text":"see"}]}]}),
+            // An empty id is the lenient reading's to mint, and so is a message's.
+            json!({"threadId":"","runId":"r","messages":[user]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"","role":"user","content":"x"}]}),
+            // Assistant history: decoded by the lenient reading (Decode), or kept (Verbatim).
+            json!({"threadId":"t","runId":"r","messages":[user,
+                {"id":"a","role":"assistant","content":"{\"output\":{\"type\":\"text\",\"content\":\"yo\"}}"}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","content":"plain"}]}),
+            // Only the lenient reading takes or repairs these.
+            json!({"thread_id":"t","run_id":"r","messages":[user]}),
+            json!({"runId":"r","messages":[user]}),
+            json!({"threadId":null,"runId":"r","messages":[user]}),
+            json!({"threadId":"t","runId":"r"}),
+            json!({"threadId":"t","runId":"r","messages":[user],"initialState":{"n":1}}),
+            json!({"threadId":"t","runId":"r","messages":[user],"agentName":"x"}),
+            json!({"threadId":"t","runId":"r","messages":[user],"context":[{"description":"d","value":"v"}]}),
+            json!({"threadId":"t","runId":"r","messages":[user],"context":[{"description":"d","value":"v","x":1}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"role":"user","content":"no id"}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"x","vendor":1}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"x","timestamp":null}]}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"b","role":"tool","tool_call_id":"c","content":"ok"}]}),
+            // Refused by both.
+            json!({"threadId":5,"runId":"r","messages":[]}),
+            json!({"threadId":"t","runId":"r","messages":"hi"}),
+            json!({"threadId":"t","runId":"r","messages":[{"id":"1","role":"alien"}]}),
+            json!(["not", "an", "object"]),
+        ]
+    }
+
+    #[test]
+    fn strict_and_lenient_readings_agree() {
+        let mappings = Mappings::builtin();
+        let mut strict = 0;
+        for content in [HistoryContent::Decode, HistoryContent::Verbatim] {
+            for body in corpus() {
+                let bytes = body.to_string().into_bytes();
+                let ids = || {
+                    let mut n = 0;
+                    move || {
+                        n += 1;
+                        format!("gen-{n}")
+                    }
+                };
+                let read = read_request(&bytes, &mappings, content, &mut ids());
+                let lenient = read_request_lenient(&bytes, &mappings, content, &mut ids());
+                match (&read, &lenient) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a, b, "{content:?} {body}");
+                        // The upstream sees the same bytes: the metadata's members in order.
+                        assert_eq!(
+                            serde_json::to_string(a).unwrap(),
+                            serde_json::to_string(b).unwrap(),
+                            "{content:?} {body}"
+                        );
+                    }
+                    (Err(a), Err(b)) => assert_eq!(a.message, b.message, "{body}"),
+                    _ => panic!("{content:?} {body}: {read:?} against {lenient:?}"),
+                }
+                strict += usize::from(strict_request(&bytes, content).is_some());
+            }
+        }
+        // The three canonical bodies in both modes, and the two with assistant history when it
+        // is kept verbatim; nothing the lenient reading repairs.
+        assert_eq!(strict, 8);
+    }
+
+    #[test]
+    fn the_fast_path_keeps_hai_fields_in_the_metadata() {
+        let body = json!({"threadId":"t","runId":"r","messages":[
+            {"id":"u","role":"user","content":"hi","extra":{"k":1},"timestamp":7}]});
+        let input = strict_request(body.to_string().as_bytes(), HistoryContent::Decode).unwrap();
+        let Message::User(user) = &input.messages[0] else {
+            panic!("{:?}", input.messages[0]);
+        };
+        assert!(user.extra.is_empty());
+        assert_eq!(
+            Value::Object(user.metadata.clone().unwrap()),
+            json!({"hai":{"timestamp":7,"extra":{"k":1}}})
+        );
+        assert_eq!(input.protocol_version.as_deref(), Some("1.0"));
+        assert_eq!(input.forwarded_props, Some(json!({})));
     }
 
     #[test]
