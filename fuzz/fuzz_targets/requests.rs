@@ -8,6 +8,7 @@ use dialect_proxy::dialect::agui::{read_request, read_request_lenient};
 use dialect_proxy::dialect::field_error::parse_object;
 use dialect_proxy::dialect::hai::{self, HistoryContent};
 use dialect_proxy::error::{ErrorCode, Failure};
+use dialect_proxy::event::RunAgentInput;
 use dialect_proxy_fuzz::MAPPINGS;
 use libfuzzer_sys::fuzz_target;
 
@@ -16,27 +17,31 @@ fn refused(failure: &Failure) {
     assert!(!failure.message.is_empty());
 }
 
+/// A fast reading and its lenient one: the same input with both ids, or the same refusal.
+fn agree(read: Result<RunAgentInput, Failure>, lenient: Result<RunAgentInput, Failure>) {
+    match (&read, &lenient) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a, b);
+            assert!(!a.thread_id.is_empty() && !a.run_id.is_empty());
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a.message, b.message);
+            refused(a);
+        }
+        _ => panic!("the readings differ: {read:?} against {lenient:?}"),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&select, body)) = data.split_first() else {
         return;
     };
     let mappings = &*MAPPINGS;
     match select % 4 {
-        0 => {
-            let read = read_request(body, &mappings.agui);
-            let lenient = read_request_lenient(body, &mappings.agui);
-            match (&read, &lenient) {
-                (Ok(a), Ok(b)) => {
-                    assert_eq!(a, b);
-                    assert!(!a.thread_id.is_empty() && !a.run_id.is_empty());
-                }
-                (Err(a), Err(b)) => {
-                    assert_eq!(a.message, b.message);
-                    refused(a);
-                }
-                _ => panic!("the readings differ: {read:?} against {lenient:?}"),
-            }
-        }
+        0 => agree(
+            read_request(body, &mappings.agui),
+            read_request_lenient(body, &mappings.agui),
+        ),
         1 => {
             let ids = || {
                 let mut n = 0;
@@ -46,19 +51,10 @@ fuzz_target!(|data: &[u8]| {
                 }
             };
             for content in [HistoryContent::Decode, HistoryContent::Verbatim] {
-                let read = hai::read_request(body, mappings, content, &mut ids());
-                let lenient = hai::read_request_lenient(body, mappings, content, &mut ids());
-                match (&read, &lenient) {
-                    (Ok(a), Ok(b)) => {
-                        assert_eq!(a, b);
-                        assert!(!a.thread_id.is_empty() && !a.run_id.is_empty());
-                    }
-                    (Err(a), Err(b)) => {
-                        assert_eq!(a.message, b.message);
-                        refused(a);
-                    }
-                    _ => panic!("the readings differ: {read:?} against {lenient:?}"),
-                }
+                agree(
+                    hai::read_request(body, mappings, content, &mut ids()),
+                    hai::read_request_lenient(body, mappings, content, &mut ids()),
+                );
             }
         }
         2 => {
