@@ -21,6 +21,9 @@ import argparse
 import os
 import re
 
+# The least-squares slope heap_summary.py (the heaptrack counterpart) already computes.
+from heap_summary import slope
+
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z ")
 TOTALS = re.compile(
     r"^Allocated: (\d+), active: (\d+), metadata: (\d+) \(n_thp \d+\), resident: (\d+), "
@@ -85,16 +88,6 @@ def read_rss(path):
         t, rss = line.split(",")
         rows.append((float(t), float(rss)))
     return rows
-
-
-def slope(points):
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    den = sum((x - mx) ** 2 for x, _ in points)
-    return 0.0 if den == 0 else sum((x - mx) * (y - my) for x, y in points) / den
 
 
 def kib(n):
@@ -187,7 +180,7 @@ def main():
             (last[2].get(k, 0) - first[2].get(k, 0), k)
             for k in set(first[2]) | set(last[2])
         ),
-        key=lambda c: -abs(c[0]),
+        key=lambda c: (-abs(c[0]), c[1]),
     )
     for d, k in changes[:10]:
         print(f"| {k} | {kib(first[2].get(k, 0))} | {d / 1024:+,.0f} |")
