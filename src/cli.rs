@@ -183,6 +183,10 @@ struct LimitArgs {
     /// with 431 [default: 8192; at least 8192].
     #[arg(long, env = "DIALECT_PROXY_MAX_REQUEST_HEAD_BYTES")]
     max_request_head_bytes: Option<u64>,
+    /// Requests one client connection may carry, then `Connection: close` (HTTP/1.1) or GOAWAY
+    /// (HTTP/2); 0: no limit [default: 1000].
+    #[arg(long, env = "DIALECT_PROXY_MAX_REQUESTS_PER_CONNECTION")]
+    max_requests_per_connection: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -277,6 +281,9 @@ impl LimitArgs {
             max_connections: self.max_connections.map(|v| toml::Spanned::new(0..0, v)),
             max_request_head_bytes: self
                 .max_request_head_bytes
+                .map(|v| toml::Spanned::new(0..0, v)),
+            max_requests_per_connection: self
+                .max_requests_per_connection
                 .map(|v| toml::Spanned::new(0..0, v)),
         }
     }

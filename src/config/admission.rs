@@ -2,7 +2,8 @@
 //! clients cannot take its memory or its file descriptors.
 //!
 //! Server-wide, in `[limits]` only (or the flags `--max-streams`,
-//! `--max-buffered-request-bytes`, `--request-header-timeout`, `--max-connections`):
+//! `--max-buffered-request-bytes`, `--request-header-timeout`, `--max-connections`,
+//! `--max-request-head-bytes`, `--max-requests-per-connection`):
 //!
 //! - `max_streams` (default 10,000): requests being answered at once, streams included; one
 //!   more is refused with 503 `OVERLOADED` and `Retry-After`.
@@ -19,10 +20,19 @@
 //!   while it arrives (reads go through one per-thread buffer), so the limit costs no memory
 //!   per open stream. 8 KiB is the request-head limit of Tomcat and Jetty; a deployment whose
 //!   clients send larger heads (long tokens, many cookies) raises it.
+//! - `max_requests_per_connection` (default 1,000; 0: no limit): requests one client
+//!   connection may carry. After the last one an HTTP/1.1 response says `Connection: close`
+//!   and an HTTP/2 connection is sent GOAWAY, its open streams finishing first; clients open a
+//!   new connection, as they do after any GOAWAY. A long-lived connection otherwise keeps what
+//!   it grew for as long as it lives (hyper's HTTP/2 state grows by about 4 KiB per connection
+//!   after some 1,400 requests, `benches/ALLOCATOR.md`), and after a rollout its clients never
+//!   spread over the new replicas. 1,000 is nginx's `keepalive_requests`; Envoy calls the same
+//!   bound `max_requests_per_connection`.
 //!
 //! Per route, in `[routes.limits]`: `max_streams` only (default: no cap beyond the global
 //! one); the server-wide keys there are a problem, reported at their place.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -35,6 +45,7 @@ pub const DEFAULT_MAX_BUFFERED_REQUEST_BYTES: usize = 64 << 20;
 pub const DEFAULT_REQUEST_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
+pub const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 1_000;
 
 /// The smallest `max_request_head_bytes`: below it, ordinary browser requests (a few KiB of
 /// cookies and headers) would be refused.
@@ -59,6 +70,8 @@ pub struct Admission {
     pub max_connections: usize,
     /// The largest HTTP/1.1 request head, and the read buffer of every HTTP/1.1 connection.
     pub max_request_head_bytes: usize,
+    /// Requests one client connection may carry; `None`: no limit.
+    pub max_requests_per_connection: Option<NonZeroU64>,
 }
 
 impl Default for Admission {
@@ -69,6 +82,7 @@ impl Default for Admission {
             request_header_timeout: DEFAULT_REQUEST_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_request_head_bytes: DEFAULT_MAX_REQUEST_HEAD_BYTES,
+            max_requests_per_connection: NonZeroU64::new(DEFAULT_MAX_REQUESTS_PER_CONNECTION),
         }
     }
 }
@@ -82,6 +96,8 @@ struct Given {
     request_header_timeout: Option<Duration>,
     max_connections: Option<usize>,
     max_request_head_bytes: Option<usize>,
+    /// `Some(None)`: given as 0, no limit.
+    max_requests_per_connection: Option<Option<NonZeroU64>>,
 }
 
 fn given(p: &mut Problems, keys: &Keys, raw: &RawLimits) -> Given {
@@ -123,6 +139,10 @@ fn given(p: &mut Problems, keys: &Keys, raw: &RawLimits) -> Given {
                 }
             }
         }),
+        max_requests_per_connection: raw
+            .max_requests_per_connection
+            .as_ref()
+            .map(|v| NonZeroU64::new(*v.get_ref())),
     }
 }
 
@@ -169,6 +189,10 @@ pub(super) fn admission(
             .max_request_head_bytes
             .or(from_file.max_request_head_bytes)
             .unwrap_or(d.max_request_head_bytes),
+        max_requests_per_connection: from_flags
+            .max_requests_per_connection
+            .or(from_file.max_requests_per_connection)
+            .unwrap_or(d.max_requests_per_connection),
     }
 }
 
@@ -191,6 +215,10 @@ pub(super) fn route_max_streams(p: &mut Problems, keys: &Keys, raw: &RawLimits) 
         (
             "max_request_head_bytes",
             raw.max_request_head_bytes.as_ref().map(Spanned::span),
+        ),
+        (
+            "max_requests_per_connection",
+            raw.max_requests_per_connection.as_ref().map(Spanned::span),
         ),
     ];
     for (name, span) in server_wide {

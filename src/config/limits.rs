@@ -72,6 +72,8 @@ pub struct RawLimits {
     pub request_header_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<u64>>,
     pub max_request_head_bytes: Option<Spanned<u64>>,
+    /// 0 turns the bound off.
+    pub max_requests_per_connection: Option<Spanned<u64>>,
 }
 
 /// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.

@@ -1340,11 +1340,15 @@ fn admission_limits_default_then_file_then_flags() {
     assert_eq!(c.admission.request_header_timeout, Duration::from_secs(10));
     assert_eq!(c.admission.max_connections, 10_000);
     assert_eq!(c.admission.max_request_head_bytes, 8192);
+    assert_eq!(
+        c.admission.max_requests_per_connection,
+        std::num::NonZeroU64::new(1_000)
+    );
     assert_eq!(c.routes[0].limits.max_streams, None);
 
     let text = "[limits]\nmax_streams = 100\nmax_buffered_request_bytes = 1048576\n\
                 request_header_timeout = \"2s\"\nmax_connections = 50\n\
-                max_request_head_bytes = 32768\n\
+                max_request_head_bytes = 32768\nmax_requests_per_connection = 0\n\
                 [[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
                 [routes.limits]\nmax_streams = 5\n\
                 [[routes]]\npath = \"/b\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n";
@@ -1357,6 +1361,7 @@ fn admission_limits_default_then_file_then_flags() {
             request_header_timeout: Duration::from_secs(2),
             max_connections: 50,
             max_request_head_bytes: 32 * 1024,
+            max_requests_per_connection: None,
         }
     );
     assert_eq!(c.route("/a").unwrap().limits.max_streams, Some(5));
@@ -1367,7 +1372,12 @@ fn admission_limits_default_then_file_then_flags() {
     o.limits.max_streams = Some(Spanned::new(0..0, 7));
     o.limits.request_header_timeout = Some(Spanned::new(0..0, "500ms".into()));
     o.limits.max_request_head_bytes = Some(Spanned::new(0..0, 16384));
+    o.limits.max_requests_per_connection = Some(Spanned::new(0..0, 50));
     let c = file_with(text, &o).unwrap();
+    assert_eq!(
+        c.admission.max_requests_per_connection,
+        std::num::NonZeroU64::new(50)
+    );
     assert_eq!(c.admission.max_request_head_bytes, 16384);
     assert_eq!(c.admission.max_streams, 7);
     assert_eq!(
@@ -1443,7 +1453,7 @@ fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
         "[[routes]]\npath = \"/a\"\nclient = \"ag-ui\"\nupstream = \"builtin:demo\"\n\
          [routes.limits]\nmax_streams = 3\nmax_connections = 10\n\
          max_buffered_request_bytes = 1048576\nrequest_header_timeout = \"1s\"\n\
-         max_request_head_bytes = 9000\n",
+         max_request_head_bytes = 9000\nmax_requests_per_connection = 5\n",
     )
     .unwrap_err()
     .to_string();
@@ -1452,11 +1462,12 @@ fn server_wide_admission_keys_in_a_route_are_problems_at_their_place() {
         ":8:30: routes[0].limits.max_buffered_request_bytes: is server-wide",
         ":9:26: routes[0].limits.request_header_timeout: is server-wide",
         ":10:26: routes[0].limits.max_request_head_bytes: is server-wide",
+        ":11:31: routes[0].limits.max_requests_per_connection: is server-wide",
     ] {
         assert!(err.contains(expected), "{expected}\n---\n{err}");
     }
     assert!(!err.contains("max_streams"), "valid in a route: {err}");
-    assert_eq!(err.lines().count(), 4, "{err}");
+    assert_eq!(err.lines().count(), 5, "{err}");
 }
 
 #[test]

@@ -21,6 +21,7 @@
 
 use std::future::Future;
 use std::io;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,38 +124,53 @@ pub(super) async fn until_first_head<F: Future>(
     }
 }
 
-/// The requests open on one connection, for its idle bound: the service counts each request
-/// in ([`Activity::begin`]) and the response body counts it out when it ends or is dropped.
+/// The requests of one HTTP/2 connection: how many are open, for its idle bound, and how many
+/// it has carried, for `max_requests_per_connection`. The service counts each request in
+/// ([`Activity::begin`]) and the response body counts it out when it ends or is dropped.
 /// Cheap to clone.
-#[derive(Debug, Clone)]
-pub(super) struct Activity(Arc<tokio::sync::watch::Sender<usize>>);
+#[derive(Debug, Clone, Default)]
+pub(super) struct Activity(Arc<tokio::sync::watch::Sender<Requests>>);
 
-impl Default for Activity {
-    fn default() -> Self {
-        Activity(Arc::new(tokio::sync::watch::Sender::new(0)))
-    }
+/// What [`Activity`] counts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Requests {
+    open: usize,
+    begun: u64,
 }
 
 impl Activity {
     /// A request opened; it stays open until the returned guard drops.
     pub fn begin(&self) -> OpenRequest {
-        self.0.send_modify(|open| *open += 1);
+        self.0.send_modify(|r| {
+            r.open += 1;
+            r.begun += 1;
+        });
         OpenRequest(self.clone())
     }
 
     /// Resolves once the connection has had no open request for `timeout` (it waits while
     /// any is open, and starts over whenever one opens).
     pub async fn idle_for(&self, timeout: Duration) {
-        let mut open = self.0.subscribe();
+        let mut requests = self.0.subscribe();
         loop {
             // The sender lives as long as `self`: `wait_for` cannot fail.
-            let _ = open.wait_for(|n| *n == 0).await;
-            open.mark_unchanged();
+            let _ = requests.wait_for(|r| r.open == 0).await;
+            requests.mark_unchanged();
             tokio::select! {
                 () = tokio::time::sleep(timeout) => return,
-                _ = open.changed() => {}
+                _ = requests.changed() => {}
             }
         }
+    }
+
+    /// Resolves once `max` requests have begun on the connection; never with no `max`.
+    pub async fn begun(&self, max: Option<NonZeroU64>) {
+        let Some(max) = max else {
+            return std::future::pending().await;
+        };
+        let mut requests = self.0.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail.
+        let _ = requests.wait_for(|r| r.begun >= max.get()).await;
     }
 }
 
@@ -164,7 +180,7 @@ pub(super) struct OpenRequest(Activity);
 
 impl Drop for OpenRequest {
     fn drop(&mut self) {
-        self.0 .0.send_modify(|open| *open = open.saturating_sub(1));
+        self.0 .0.send_modify(|r| r.open = r.open.saturating_sub(1));
     }
 }
 

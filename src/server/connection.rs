@@ -16,10 +16,13 @@
 //!    on plaintext. Every request carries its [`ClientAddr`] and, under TLS,
 //!    [`Proto::Https`] as extensions.
 //! 4. **Shutdown**: each connection holds a [`DrainWatcher`] from the moment it is accepted,
-//!    so a drain also waits for a handshake in flight (bounded as above).
+//!    so a drain also waits for a handshake in flight (bounded as above). A connection that
+//!    has carried `max_requests_per_connection` requests is ended the same way: an HTTP/1.1
+//!    one closes after that response, an HTTP/2 one is sent GOAWAY and finishes its streams.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +46,7 @@ use super::drain::DrainWatcher;
 use super::h1;
 use super::h1::rewind::{sniff, Rewind, Sniffed};
 use super::Routers;
+use crate::config::Admission;
 use crate::http::client_body::ClientBody;
 use crate::http::headers::Proto;
 use crate::http::response::ResponseBody;
@@ -60,6 +64,8 @@ pub(super) struct Connections {
     h2: Arc<http2::Builder<TokioExecutor>>,
     /// `max_request_head_bytes`.
     max_head: usize,
+    /// `max_requests_per_connection`.
+    max_requests: Option<NonZeroU64>,
     tls: Option<TlsAcceptor>,
     stall_timeout: Duration,
     /// From accept to the first request head (`request_header_timeout`).
@@ -71,19 +77,19 @@ impl Connections {
     pub fn new(
         routers: Routers,
         h2: http2::Builder<TokioExecutor>,
-        max_head: usize,
+        admission: &Admission,
         tls: Option<&ListenerTls>,
         stall_timeout: Duration,
-        header_timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Self {
         Connections {
             routers,
             h2: Arc::new(h2),
-            max_head,
+            max_head: admission.max_request_head_bytes,
+            max_requests: admission.max_requests_per_connection,
             tls: tls.map(|tls| TlsAcceptor::from(Arc::clone(&tls.config))),
             stall_timeout,
-            header_timeout,
+            header_timeout: admission.request_header_timeout,
             metrics,
         }
     }
@@ -213,6 +219,7 @@ impl Connections {
                 let settings = h1::Settings {
                     max_head: self.max_head,
                     header_timeout: self.header_timeout,
+                    max_requests: self.max_requests,
                 };
                 let timed_out = || self.header_timeout(&first_head);
                 if let Err(error) =
@@ -265,8 +272,9 @@ impl Connections {
         }
     }
 
-    /// An HTTP/2 connection, served by hyper until it ends, a drain has it finish its streams,
-    /// or it has had no open request for `request_header_timeout`.
+    /// An HTTP/2 connection, served by hyper until it ends, a drain or its last request
+    /// (`max_requests_per_connection`) has it finish its streams, or it has had no open request
+    /// for `request_header_timeout`.
     async fn h2<S>(
         &self,
         stream: S,
@@ -286,6 +294,12 @@ impl Connections {
         let served = tokio::select! {
             served = connection.as_mut() => served,
             () = drain.wait() => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+            () = activity.begun(self.max_requests) => {
+                // GOAWAY: streams the client opened before it reads it are still served.
+                tracing::debug!("max_requests_per_connection reached: GOAWAY");
                 connection.as_mut().graceful_shutdown();
                 connection.await
             }

@@ -267,10 +267,9 @@ impl Server {
         let connections = Connections::new(
             Arc::clone(&routers),
             h2,
-            admission.max_request_head_bytes,
+            &admission,
             tls.as_ref(),
             stall_timeout,
-            admission.request_header_timeout,
             Arc::clone(&shared.metrics),
         );
         let slots =

@@ -8,7 +8,8 @@
 //! keeps its count. The listener and what is fixed when it is bound cannot change without a
 //! restart: `listen`, `admin_listen`, `tls_cert`/`tls_key` (the files themselves are re-read
 //! when they change), the server-wide `[limits]` (`max_streams`, `max_connections`,
-//! `request_header_timeout`, `max_buffered_request_bytes`), `stall_timeout` and `[sessions]`.
+//! `request_header_timeout`, `max_buffered_request_bytes`, `max_request_head_bytes`,
+//! `max_requests_per_connection`), `stall_timeout` and `[sessions]`.
 //! A reload that changes them keeps the running values and says which in the log.
 
 use std::path::PathBuf;
@@ -92,7 +93,7 @@ impl Fixed {
             kept.push("tls_cert/tls_key");
         }
         if config.admission != self.admission {
-            kept.push("[limits] max_streams/max_connections/request_header_timeout/max_buffered_request_bytes/max_request_head_bytes");
+            kept.push("[limits] max_streams/max_connections/request_header_timeout/max_buffered_request_bytes/max_request_head_bytes/max_requests_per_connection");
         }
         if config.stall_timeout != self.stall_timeout {
             kept.push("stall_timeout");

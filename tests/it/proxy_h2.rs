@@ -143,3 +143,70 @@ async fn an_idle_h2_connection_is_closed_after_request_header_timeout_and_a_busy
         "no more requests on a closed connection"
     );
 }
+
+/// A run on the `h2` client's connection (hyper's client hides a GOAWAY's reason): its events.
+async fn h2_run(
+    sender: &mut h2::client::SendRequest<Bytes>,
+    run_id: &str,
+) -> Result<Vec<Value>, h2::Error> {
+    let request = http::Request::post("http://gateway/")
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let mut sender = sender.clone().ready().await?;
+    let (response, mut body) = sender.send_request(request, false)?;
+    body.send_data(Bytes::from(run_input("t", run_id)), true)?;
+    let response = response.await?;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut all = Vec::new();
+    while let Some(data) = body.data().await {
+        let data = data?;
+        let _ = body.flow_control().release_capacity(data.len());
+        all.extend_from_slice(&data);
+    }
+    Ok(events(&all))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_max_requests_per_connection_the_open_streams_finish_and_goaway_sends_clients_elsewhere(
+) {
+    let gateway = Gateway::spawn(&[
+        "--upstream",
+        "builtin:demo",
+        "--max-requests-per-connection",
+        "2",
+    ]);
+    let tcp = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let (sender, connection) = h2::client::handshake(tcp)
+        .await
+        .expect("h2c handshake with the gateway");
+    let closed = tokio::spawn(connection);
+    // Two demo runs at once (each streams for over half a second): the second is the
+    // connection's last, and both still run to their end after the GOAWAY it brings.
+    let runs = (0..2).map(|i| {
+        let mut sender = sender.clone();
+        async move { h2_run(&mut sender, &format!("r{i}")).await.unwrap() }
+    });
+    for events in futures_join(runs).await {
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    }
+    // A third request on that connection is refused by the GOAWAY, not by a dropped socket.
+    let goaway = h2_run(&mut sender.clone(), "r2")
+        .await
+        .expect_err("a request after the connection's last");
+    assert!(goaway.is_go_away() && goaway.is_remote(), "{goaway:?}");
+    assert_eq!(goaway.reason(), Some(h2::Reason::NO_ERROR), "{goaway:?}");
+    let ended = tokio::time::timeout(PATIENCE, closed)
+        .await
+        .expect("the connection ends once its streams have");
+    assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+    // The client's next connection is served as any other.
+    let response = h2(gateway.addr)
+        .await
+        .send_request(post(run_input("t", "r3")))
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(events(&body).last().unwrap()["type"], "RUN_FINISHED");
+}

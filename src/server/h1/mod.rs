@@ -17,7 +17,8 @@
 //!   (`accept::until_first_head`); each later one by `request_header_timeout`.
 //! - **Bodies.** `Expect: 100-continue` is answered at once. A request body the handler left
 //!   unread makes the connection close after the response, as does `Connection: close`, an
-//!   HTTP/1.0 client without keep-alive, and a drain.
+//!   HTTP/1.0 client without keep-alive, a drain, and the connection's last request
+//!   (`max_requests_per_connection`).
 //! - **The client leaving.** Once the request body has been read, the connection watches the
 //!   socket while the handler works and while the response streams: the client closing its
 //!   side drops the response (and with it the upstream exchange) at once. Bytes of a
@@ -28,6 +29,7 @@ pub(super) mod rewind;
 
 use std::future::{poll_fn, Future};
 use std::io::{self, IoSlice};
+use std::num::NonZeroU64;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
@@ -52,6 +54,8 @@ pub(super) struct Settings {
     pub max_head: usize,
     /// `request_header_timeout`, for the heads after the first.
     pub header_timeout: Duration,
+    /// `max_requests_per_connection`: the response to the last says `Connection: close`.
+    pub max_requests: Option<NonZeroU64>,
 }
 
 /// How waiting for the next request head ended.
@@ -97,6 +101,7 @@ where
     let (reader, mut writer) = tokio::io::split(io);
     let inbound = Inbound::new(Box::new(reader), read);
     let mut first = true;
+    let mut requests = 0u64;
     loop {
         // Boxed, as is each exchange's work below: the connection's own future then stays a
         // few words for as long as a stream lasts.
@@ -123,12 +128,16 @@ where
             Next::Failed(error) => return Err(error),
         };
         first = false;
+        requests += 1;
         let Some(asked) = Box::pin(ask(&mut writer, &inbound, settings, *head, &service)).await?
         else {
             tracing::debug!("the client closed the connection before the response");
             return Ok(());
         };
-        let keep_alive = asked.keep_alive && !drain.started();
+        let last = settings
+            .max_requests
+            .is_some_and(|max| requests >= max.get());
+        let keep_alive = asked.keep_alive && !drain.started() && !last;
         match respond(&mut writer, &inbound, settings.max_head, asked, keep_alive).await? {
             Responded::KeepAlive => {}
             Responded::Close => return writer.shutdown().await,

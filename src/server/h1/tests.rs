@@ -22,6 +22,7 @@ fn settings() -> Settings {
     Settings {
         max_head: 8192,
         header_timeout: Duration::from_secs(5),
+        max_requests: None,
     }
 }
 
@@ -167,6 +168,45 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection_until_close(
     assert!(a < b && b < c, "{all}");
     assert_eq!(all.matches("HTTP/1.1 200 OK\r\n").count(), 3, "{all}");
     assert_eq!(all.matches("content-length: ").count(), 3, "{all}");
+    assert_eq!(all.matches("connection: close\r\n").count(), 1, "{all}");
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_last_request_a_connection_may_carry_is_answered_with_close() {
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let drain = Drain::new();
+    let settings = Settings {
+        max_requests: NonZeroU64::new(2),
+        ..settings()
+    };
+    let served = tokio::spawn(serve(
+        server,
+        BytesMut::new(),
+        settings,
+        drain.watcher(),
+        echo,
+        || {},
+    ));
+    client
+        .write_all(
+            b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /b HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /c HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let all = read_to_end(&mut client).await;
+    let (a, b) = (all.find("GET /a []"), all.find("GET /b []"));
+    assert!(a.is_some() && b > a, "{all}");
+    assert!(
+        !all.contains("GET /c"),
+        "a third request was answered: {all}"
+    );
+    assert_eq!(all.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{all}");
+    // Only the second response says so.
+    let close = all.find("connection: close\r\n").expect(&all);
+    assert!(close > all.find("GET /a []").unwrap_or(0), "{all}");
     assert_eq!(all.matches("connection: close\r\n").count(), 1, "{all}");
     served.await.unwrap().unwrap();
 }
