@@ -289,8 +289,9 @@ fn latency_table(figures: &Figures) -> String {
 fn soak_table(figures: &Figures) -> String {
     let g = soak::SCENARIO;
     let mut out = String::from(
-        "| direction | streams open | seconds | streams completed | failed | RSS at half time | \
-         RSS at the end | RSS slope, second half |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| direction | streams open | seconds | streams completed | failed | connections opened \
+         again | requests sent again | RSS at half time | RSS at the end | RSS slope, second half \
+         |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let mut any = false;
     for kind in soak::KINDS {
@@ -303,11 +304,13 @@ fn soak_table(figures: &Figures) -> String {
         let n = |name| value(name).map(num).unwrap_or_else(|| "—".into());
         let _ = writeln!(
             out,
-            "| {label} | {} | {} | {} | {} | {} KiB | {} KiB | {slope:+.3} KiB/s |",
+            "| {label} | {} | {} | {} | {} | {} | {} | {} KiB | {} KiB | {slope:+.3} KiB/s |",
             n(soak::OPEN),
             n(soak::SECONDS),
             n(soak::COMPLETED),
             n(soak::FAILED),
+            n(soak::RECONNECTS),
+            n(soak::RETRIED),
             n(soak::RSS_HALF),
             n(soak::RSS_END),
         );

@@ -12,13 +12,20 @@
 //! connection: with one HTTP/1.1 connection per stream the gateway would need two descriptors
 //! per stream, and 10,000 streams then pass the 20,000 descriptors a process may have on this
 //! machine (a hard limit the benchmark cannot raise). Upstream, each stream still has its own
-//! HTTP/1.1 connection to the mock.
+//! HTTP/1.1 connection to the mock. The gateway ends a connection after
+//! `max_requests_per_connection` requests (1,000 by default) with GOAWAY; as any HTTP/2 client
+//! does, the soak's then opens a new one ([`Connection`]), and sends a request again there if the
+//! old connection refused it unanswered (a request after the GOAWAY). Those second tries are
+//! counted and reported; a request that fails again counts as a failed stream.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http2;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -53,6 +60,8 @@ pub const RSS_HALF: &str = "RSS at half time";
 pub const RSS_END: &str = "RSS at the end";
 pub const OPEN: &str = "streams open";
 pub const SECONDS: &str = "duration";
+pub const RECONNECTS: &str = "connections opened again";
+pub const RETRIED: &str = "requests sent again";
 
 fn script() -> Script {
     Script::paced(0, EVENTS, PACE)
@@ -62,6 +71,8 @@ fn script() -> Script {
 struct Soak {
     completed: u64,
     failed: u64,
+    reconnects: u64,
+    retried: u64,
     errors: Vec<String>,
     /// `(seconds since the start, RSS KiB)`, every second until the end of the duration.
     samples: Vec<(f64, f64)>,
@@ -80,7 +91,19 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         }
         // The default `max_streams` is 10,000: a stream's permit is given back a moment after
         // its client has seen the end, and the client's next request may come first.
-        let sut = rig::start_with(ctx, kind, mock.addr, &["--max-streams", "12000"]).await?;
+        // The quick soak's connections carry about 200 requests each: it lowers
+        // `max_requests_per_connection` so that it goes through GOAWAY and reconnection too.
+        let args: &[&str] = if ctx.quick {
+            &[
+                "--max-streams",
+                "12000",
+                "--max-requests-per-connection",
+                "100",
+            ]
+        } else {
+            &["--max-streams", "12000"]
+        };
+        let sut = rig::start_with(ctx, kind, mock.addr, args).await?;
         let result = soak(sut.proc.as_ref(), sut.target, streams, duration).await;
         sut.stop().await;
         let soak = match result {
@@ -107,11 +130,14 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         let rss_end = soak.samples.last().map_or(0.0, |(_, rss)| *rss);
         let label = kind.label();
         println!(
-            "  {label:<28} {streams} streams for {} s: {} completed, {} failed; RSS {:.0} KiB at \
-             half time, {:.0} KiB at the end, slope {slope:+.3} KiB/s",
+            "  {label:<28} {streams} streams for {} s: {} completed, {} failed ({} connections \
+             opened again, {} requests sent again); RSS {:.0} KiB at half time, {:.0} KiB at the \
+             end, slope {slope:+.3} KiB/s",
             duration.as_secs(),
             soak.completed,
             soak.failed,
+            soak.reconnects,
+            soak.retried,
             rss_at(half),
             rss_end,
         );
@@ -141,12 +167,94 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         figures.push(SCENARIO, label, SECONDS, "s", duration.as_secs_f64());
         figures.push(SCENARIO, label, COMPLETED, "streams", soak.completed as f64);
         figures.push(SCENARIO, label, FAILED, "streams", soak.failed as f64);
+        figures.push(
+            SCENARIO,
+            label,
+            RECONNECTS,
+            "connections",
+            soak.reconnects as f64,
+        );
+        figures.push(SCENARIO, label, RETRIED, "requests", soak.retried as f64);
         figures.push(SCENARIO, label, RSS_HALF, "KiB", rss_at(half));
         figures.push(SCENARIO, label, RSS_END, "KiB", rss_end);
         figures.push(SCENARIO, label, SLOPE, "KiB/s", slope);
     }
     mock.stop().await;
     Ok(())
+}
+
+/// One of the soak's HTTP/2 connections to the gateway, opened again once the gateway has ended
+/// it (GOAWAY), as a client does. Shared by the streams that use it.
+struct Connection {
+    addr: std::net::SocketAddr,
+    /// The current connection, and how many were opened before it.
+    current: tokio::sync::Mutex<(u64, http2::SendRequest<Full<Bytes>>)>,
+    /// Connections opened again, over all [`Connection`]s.
+    reconnects: Arc<AtomicU64>,
+}
+
+impl Connection {
+    async fn open(addr: std::net::SocketAddr, reconnects: Arc<AtomicU64>) -> anyhow::Result<Self> {
+        Ok(Connection {
+            addr,
+            current: tokio::sync::Mutex::new((0, client::connect_h2(addr).await?)),
+            reconnects,
+        })
+    }
+
+    /// The connection to send on, and its generation; a closed one is replaced first.
+    async fn get(&self) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
+        let mut current = self.current.lock().await;
+        if current.1.is_closed() {
+            self.replace(&mut current).await?;
+        }
+        Ok((current.0, current.1.clone()))
+    }
+
+    /// Replaces generation `seen` (a request on it went unanswered) unless another stream
+    /// already has.
+    async fn refused(&self, seen: u64) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
+        let mut current = self.current.lock().await;
+        if current.0 == seen {
+            self.replace(&mut current).await?;
+        }
+        Ok((current.0, current.1.clone()))
+    }
+
+    async fn replace(
+        &self,
+        current: &mut (u64, http2::SendRequest<Full<Bytes>>),
+    ) -> anyhow::Result<()> {
+        *current = (current.0 + 1, client::connect_h2(self.addr).await?);
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// One stream on `connection`: sent once more on a new connection when the first went
+/// unanswered (no status: the gateway's GOAWAY refused it). Counts that in `retried`.
+async fn stream(
+    connection: &Connection,
+    target: client::Target,
+    retried: &AtomicU64,
+) -> client::Outcome {
+    let failed = |error: anyhow::Error| client::Outcome {
+        error: Some(format!("{error:#}")),
+        ..client::Outcome::default()
+    };
+    let (generation, sender) = match connection.get().await {
+        Ok(current) => current,
+        Err(error) => return failed(error),
+    };
+    let outcome = client::stream_h2(sender, target, EVENTS).await;
+    if outcome.error.is_none() || outcome.status != 0 {
+        return outcome;
+    }
+    retried.fetch_add(1, Ordering::Relaxed);
+    match connection.refused(generation).await {
+        Ok((_, sender)) => client::stream_h2(sender, target, EVENTS).await,
+        Err(error) => failed(error),
+    }
 }
 
 /// Keeps `streams` streams open through `gateway` for `duration`.
@@ -157,9 +265,13 @@ async fn soak(
     duration: Duration,
 ) -> anyhow::Result<Soak> {
     let gateway = gateway.context("no gateway")?;
+    let reconnects = Arc::new(AtomicU64::new(0));
+    let retried = Arc::new(AtomicU64::new(0));
     let mut connections = Vec::new();
     for _ in 0..streams.div_ceil(PER_CONNECTION) {
-        connections.push(client::connect_h2(target.addr).await?);
+        connections.push(Arc::new(
+            Connection::open(target.addr, reconnects.clone()).await?,
+        ));
     }
     let completed = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
@@ -170,11 +282,12 @@ async fn soak(
     let mut samples = Vec::new();
     let mut next_sample = start;
     for i in 0..streams {
-        let sender = connections[i % connections.len()].clone();
+        let connection = connections[i % connections.len()].clone();
         let (completed, failed, errors) = (completed.clone(), failed.clone(), errors.clone());
+        let retried = retried.clone();
         set.spawn(async move {
             while Instant::now() < end {
-                let outcome = client::stream_h2(sender.clone(), target, EVENTS).await;
+                let outcome = stream(&connection, target, &retried).await;
                 match outcome.error {
                     None => completed.fetch_add(1, Ordering::Relaxed),
                     Some(error) => {
@@ -207,6 +320,8 @@ async fn soak(
     Ok(Soak {
         completed: completed.load(Ordering::Relaxed),
         failed: failed.load(Ordering::Relaxed),
+        reconnects: reconnects.load(Ordering::Relaxed),
+        retried: retried.load(Ordering::Relaxed),
         errors,
         samples,
     })
