@@ -13,10 +13,18 @@
 //! per stream, and 10,000 streams then pass the 20,000 descriptors a process may have on this
 //! machine (a hard limit the benchmark cannot raise). Upstream, each stream still has its own
 //! HTTP/1.1 connection to the mock. The gateway ends a connection after
-//! `max_requests_per_connection` requests (1,000 by default) with GOAWAY; as any HTTP/2 client
-//! does, the soak's then opens a new one ([`Connection`]), and sends a request again there if the
-//! old connection refused it unanswered (a request after the GOAWAY). Those second tries are
-//! counted and reported; a request that fails again counts as a failed stream.
+//! `max_requests_per_connection` requests ([`MAX_REQUESTS`], the default) with GOAWAY; as any
+//! HTTP/2 client does, the soak's then opens a new one ([`Connection`]), and sends a request
+//! again there if the old connection refused it unanswered (a request after the GOAWAY). Those
+//! second tries are counted and reported; a request that fails again counts as a failed stream.
+//!
+//! Clients in steady state hold connections of every age. The soak's would all be of one age,
+//! opened together in the first seconds and carrying requests at the same rate, so all would be
+//! replaced at once, every `MAX_REQUESTS × stream life / PER_CONNECTION` (305 s): a wave of new
+//! connections while the old ones finish their streams, which steady traffic never makes. So
+//! before the soak starts, connection *k* of *n* carries `k × MAX_REQUESTS / n` quick requests
+//! (`GET /`, which the gateway refuses with 405): the connections are then replaced one at a
+//! time, evenly over the run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,7 +32,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -48,6 +56,10 @@ const PACE: Duration = Duration::from_secs(1);
 const PER_CONNECTION: usize = 100;
 /// Time between two first streams: the streams start spread over a stream's life.
 const RAMP_STEP: Duration = Duration::from_millis(2);
+/// `max_requests_per_connection` for the soak: the gateway's default (quick: lower, so that the
+/// minute-long soak goes through GOAWAY and reconnection too).
+const MAX_REQUESTS: u64 = 1_000;
+const QUICK_MAX_REQUESTS: u64 = 100;
 
 /// The directions soaked.
 pub const KINDS: [Comparator; 2] = [Comparator::Passthrough, Comparator::Hai];
@@ -91,20 +103,27 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
         }
         // The default `max_streams` is 10,000: a stream's permit is given back a moment after
         // its client has seen the end, and the client's next request may come first.
-        // The quick soak's connections carry about 200 requests each: it lowers
-        // `max_requests_per_connection` so that it goes through GOAWAY and reconnection too.
-        let args: &[&str] = if ctx.quick {
-            &[
-                "--max-streams",
-                "12000",
-                "--max-requests-per-connection",
-                "100",
-            ]
+        let max_requests = if ctx.quick {
+            QUICK_MAX_REQUESTS
         } else {
-            &["--max-streams", "12000"]
+            MAX_REQUESTS
         };
-        let sut = rig::start_with(ctx, kind, mock.addr, args).await?;
-        let result = soak(sut.proc.as_ref(), sut.target, streams, duration).await;
+        let max_requests_flag = max_requests.to_string();
+        let args = [
+            "--max-streams",
+            "12000",
+            "--max-requests-per-connection",
+            &max_requests_flag,
+        ];
+        let sut = rig::start_with(ctx, kind, mock.addr, &args).await?;
+        let result = soak(
+            sut.proc.as_ref(),
+            sut.target,
+            streams,
+            duration,
+            max_requests,
+        )
+        .await;
         sut.stop().await;
         let soak = match result {
             Ok(soak) => soak,
@@ -211,6 +230,22 @@ impl Connection {
         Ok((current.0, current.1.clone()))
     }
 
+    /// Sends `requests` requests the gateway answers at once (`GET /`, refused with 405), one
+    /// after another: the connection is then that many requests old.
+    async fn age(&self, requests: u64) -> anyhow::Result<()> {
+        let mut sender = self.current.lock().await.1.clone();
+        for _ in 0..requests {
+            let request = hyper::Request::get(format!("http://{}/", self.addr))
+                .body(Full::new(Bytes::new()))?;
+            sender.ready().await?;
+            let response = sender.send_request(request).await?;
+            let status = response.status();
+            response.into_body().collect().await?;
+            anyhow::ensure!(status == 405, "GET / answered {status}, not 405");
+        }
+        Ok(())
+    }
+
     /// Replaces generation `seen` (a request on it went unanswered) unless another stream
     /// already has.
     async fn refused(&self, seen: u64) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
@@ -263,15 +298,22 @@ async fn soak(
     target: client::Target,
     streams: usize,
     duration: Duration,
+    max_requests: u64,
 ) -> anyhow::Result<Soak> {
     let gateway = gateway.context("no gateway")?;
     let reconnects = Arc::new(AtomicU64::new(0));
     let retried = Arc::new(AtomicU64::new(0));
+    let count = streams.div_ceil(PER_CONNECTION);
     let mut connections = Vec::new();
-    for _ in 0..streams.div_ceil(PER_CONNECTION) {
-        connections.push(Arc::new(
-            Connection::open(target.addr, reconnects.clone()).await?,
-        ));
+    for k in 0..count {
+        let connection = Connection::open(target.addr, reconnects.clone()).await?;
+        // Ages spread evenly below `max_requests` (see the module docs).
+        let age = k as u64 * max_requests / count as u64;
+        connection
+            .age(age)
+            .await
+            .with_context(|| format!("ageing a connection by {age} requests"))?;
+        connections.push(Arc::new(connection));
     }
     let completed = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
