@@ -221,11 +221,17 @@ impl Connection {
         })
     }
 
-    /// The connection to send on, and its generation; a closed one is replaced first.
-    async fn get(&self) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
+    /// The connection to send on, and its generation. It is replaced first when it is closed,
+    /// or when it is generation `refused` (a request on it went unanswered) and no other stream
+    /// has replaced it yet.
+    async fn sender(
+        &self,
+        refused: Option<u64>,
+    ) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
         let mut current = self.current.lock().await;
-        if current.1.is_closed() {
-            self.replace(&mut current).await?;
+        if current.1.is_closed() || refused == Some(current.0) {
+            *current = (current.0 + 1, client::connect_h2(self.addr).await?);
+            self.reconnects.fetch_add(1, Ordering::Relaxed);
         }
         Ok((current.0, current.1.clone()))
     }
@@ -245,25 +251,6 @@ impl Connection {
         }
         Ok(())
     }
-
-    /// Replaces generation `seen` (a request on it went unanswered) unless another stream
-    /// already has.
-    async fn refused(&self, seen: u64) -> anyhow::Result<(u64, http2::SendRequest<Full<Bytes>>)> {
-        let mut current = self.current.lock().await;
-        if current.0 == seen {
-            self.replace(&mut current).await?;
-        }
-        Ok((current.0, current.1.clone()))
-    }
-
-    async fn replace(
-        &self,
-        current: &mut (u64, http2::SendRequest<Full<Bytes>>),
-    ) -> anyhow::Result<()> {
-        *current = (current.0 + 1, client::connect_h2(self.addr).await?);
-        self.reconnects.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
 }
 
 /// One stream on `connection`: sent once more on a new connection when the first went
@@ -277,7 +264,7 @@ async fn stream(
         error: Some(format!("{error:#}")),
         ..client::Outcome::default()
     };
-    let (generation, sender) = match connection.get().await {
+    let (generation, sender) = match connection.sender(None).await {
         Ok(current) => current,
         Err(error) => return failed(error),
     };
@@ -286,7 +273,7 @@ async fn stream(
         return outcome;
     }
     retried.fetch_add(1, Ordering::Relaxed);
-    match connection.refused(generation).await {
+    match connection.sender(Some(generation)).await {
         Ok((_, sender)) => client::stream_h2(sender, target, EVENTS).await,
         Err(error) => failed(error),
     }

@@ -100,12 +100,13 @@ where
 {
     let (reader, mut writer) = tokio::io::split(io);
     let inbound = Inbound::new(Box::new(reader), read);
-    let mut first = true;
+    // Requests read so far: the first head is bounded by the connection's deadline, the last
+    // one allowed (`max_requests_per_connection`) is answered with close.
     let mut requests = 0u64;
     loop {
         // Boxed, as is each exchange's work below: the connection's own future then stays a
         // few words for as long as a stream lasts.
-        let head = match Box::pin(next_head(&inbound, settings, &mut drain, first)).await {
+        let head = match Box::pin(next_head(&inbound, settings, &mut drain, requests == 0)).await {
             Next::Head(head) => head,
             Next::Closed => return Ok(()),
             Next::TimedOut => {
@@ -127,7 +128,6 @@ where
             }
             Next::Failed(error) => return Err(error),
         };
-        first = false;
         requests += 1;
         let Some(asked) = Box::pin(ask(&mut writer, &inbound, settings, *head, &service)).await?
         else {
