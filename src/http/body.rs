@@ -110,6 +110,14 @@ pub trait RunOwner<R, W>: Send + Unpin + 'static {
     fn ended(&mut self, _pipeline: &mut Pipeline<R, W>, _outcome: Outcome) -> Option<Hold> {
         None
     }
+
+    /// Whether [`Self::ended`] would hold the last frame now. The body then sends what the run
+    /// wrote before its end first and tells the owner after: telling it wakes the task that
+    /// keeps the results, and another worker thread may run that task (on the same CPU)
+    /// before this one has written. Default: no.
+    fn holds_end(&self) -> bool {
+        false
+    }
 }
 
 /// What a [`RunOwner`] makes the stream's last frame wait for.
@@ -184,8 +192,9 @@ where
     /// The waiting frame holds events (not the opening comment).
     waiting_events: bool,
     out: BytesMut,
-    /// How much of `out` came before the upstream read that ended the run: that much may
-    /// leave while the last frame is held ([`RunOwner::ended`]).
+    /// How much of `out` came before the step that ended the run (before the upstream read
+    /// that ended it, until that step is known): that much may leave while the last frame is
+    /// held ([`RunOwner::ended`]).
     settled: usize,
     span: Span,
     record: StreamRecord,
@@ -199,6 +208,9 @@ where
     unlogged: Option<(Outcome, Duration)>,
     /// What the last frame waits for ([`RunOwner::ended`]).
     holding: Option<Hold>,
+    /// How the run ended, while what came before its end leaves and the owner, who will
+    /// hold the rest, is not yet told ([`RunOwner::holds_end`]).
+    ending: Option<Outcome>,
 }
 
 impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
@@ -253,18 +265,30 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             logged: false,
             unlogged: None,
             holding: None,
+            ending: None,
         }
     }
 
     /// The run has ended: releases the upstream and records the stream.
     fn finish(&mut self) {
         self.upstream = None;
+        if let Some(at) = self.pipeline.take_finished_at() {
+            // Only the step that ended the run waits for the owner: what the pipeline wrote
+            // before it in the same read (AAP message mode's whole message, written when
+            // `TEXT_MESSAGE_END` arrives beside `RUN_FINISHED`) leaves at once.
+            self.settled = at.max(self.settled).min(self.out.len());
+        }
         let outcome = if self.pipeline.failure().is_some() {
             Outcome::Failed
         } else {
             Outcome::Completed
         };
-        self.record_end(outcome);
+        if self.settled > 0 && self.owner.holds_end() {
+            // Told once what came before the end has left ([`Self::poll_last`]).
+            self.ending = Some(outcome);
+        } else {
+            self.record_end(outcome);
+        }
     }
 
     /// Records the end once: the owner told, the metrics; its lines wait for [`Self::log_end`].
@@ -345,6 +369,13 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(outcome) = self.ending.take() {
+            if let Some(early) = self.take_settled() {
+                self.ending = Some(outcome);
+                return Poll::Ready(Some(Ok(Frame::data(early))));
+            }
+            self.record_end(outcome);
+        }
         if let Some(hold) = self.holding.as_mut() {
             if hold.as_mut().poll(cx).is_pending() {
                 // What the run wrote before its end need not wait.
@@ -394,7 +425,11 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
     /// What came before the read that ended the run, as one frame.
     fn take_settled(&mut self) -> Option<Bytes> {
         let settled = std::mem::take(&mut self.settled);
-        (settled > 0).then(|| self.out.split_to(settled).freeze())
+        if settled == 0 {
+            return None;
+        }
+        self.record.first_event();
+        Some(self.out.split_to(settled).freeze())
     }
 
     /// How many of `len` more upstream bytes fit under `max_stream_bytes` (all of them when
@@ -605,8 +640,10 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
 impl<R: Reader, W: Writer, O: RunOwner<R, W>> Drop for TranslatingBody<R, W, O> {
     fn drop(&mut self) {
         // Dropped before its end: the client went away (hyper drops the body), which also
-        // dropped the upstream body and so closed the upstream connection.
-        self.record_end(Outcome::Cancelled);
+        // dropped the upstream body and so closed the upstream connection. A run that had
+        // ended, its last events not yet all sent, ended as it did: its owner keeps it.
+        let outcome = self.ending.take().unwrap_or(Outcome::Cancelled);
+        self.record_end(outcome);
         self.log_end();
     }
 }

@@ -476,32 +476,53 @@ async fn a_comment_flood_yields_instead_of_spinning() {
 struct Holding {
     release: Option<tokio::sync::oneshot::Receiver<()>>,
     ended: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The outcome the owner was told last.
+    outcome: std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
 }
 
 impl RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter> for Holding {
-    fn ended(&mut self, _: &mut Pipeline, _: Outcome) -> Option<Hold> {
+    fn ended(&mut self, _: &mut Pipeline, outcome: Outcome) -> Option<Hold> {
         self.ended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *self.outcome.lock().unwrap() = Some(outcome);
         let release = self.release.take()?;
         Some(Box::pin(async move {
             let _ = release.await;
         }))
     }
+
+    fn holds_end(&self) -> bool {
+        self.release.is_some()
+    }
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
+/// An AG-UI → HAI stream on `upstream` whose owner holds its last frame until the returned
+/// sender fires; the count of the owner's `ended` calls, and the outcome it was told.
+#[allow(clippy::type_complexity)]
+fn held(
+    upstream: ScriptBody,
+    max_event_bytes: usize,
+) -> (
+    TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, Holding>,
+    tokio::sync::oneshot::Sender<()>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
+) {
     let ids = RunIds {
         thread_id: "t".into(),
         run_id: "r".into(),
     };
-    // A HAI client takes one run per stream: its terminal is written when the upstream ends,
-    // the moment the owner is told, so it is the frame the owner holds.
-    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::Hai, ids)).unwrap();
+    // A HAI client takes one run per stream: its terminal is written when the upstream ends or
+    // a run fails, the moment the owner is told, so it is the frame the owner holds.
+    let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::Hai, ids);
+    spec.options.max_event_bytes = max_event_bytes;
+    let pipeline = Pipeline::new(spec).unwrap();
     let (release, held) = tokio::sync::oneshot::channel();
     let ended = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let outcome = std::sync::Arc::default();
     let owner = Holding {
         release: Some(held),
         ended: std::sync::Arc::clone(&ended),
+        outcome: std::sync::Arc::clone(&outcome),
     };
     let parts = StreamParts {
         timers: StreamLimits {
@@ -514,13 +535,19 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
         span: tracing::Span::none(),
         record: crate::telemetry::metrics::Metrics::new().stream_started("/"),
     };
-    let upstream = scripted(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
-    let mut body = TranslatingBody::new(
+    let body = TranslatingBody::new(
         Source::Body(upstream.boxed_unsync()),
         pipeline,
         owner,
         parts,
     );
+    (body, release, ended, outcome)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
+    let upstream = scripted(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
+    let (mut body, release, ended, _) = held(upstream, 1 << 20);
     let opening = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert_eq!(opening, ": ok\n\n");
     let started = body.frame().await.unwrap().unwrap().into_data().unwrap();
@@ -544,6 +571,85 @@ async fn the_last_frame_waits_for_what_the_owner_holds_it_for() {
         1,
         "told once"
     );
+}
+
+/// One upstream read after `RUN_STARTED`: a message, then an event past the 512-byte
+/// `max_event_bytes` [`held`] is given, which ends the run.
+fn message_then_oversize() -> ScriptBody {
+    let oversize = format!(
+        "data: {{\"type\":\"CUSTOM\",\"name\":\"big\",\"value\":\"{}\"}}\n\n",
+        "x".repeat(600)
+    );
+    let read = format!(
+        "{}{}{}{oversize}",
+        "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"early words\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}\n\n",
+    );
+    scripted(
+        vec![
+            Step::Data(STARTED),
+            Step::Wait(Duration::from_millis(5)),
+            Step::Owned(read),
+        ],
+        true,
+    )
+}
+
+/// The frames up to the run's end that need not wait: the opening, `RUN_STARTED`, then the
+/// message of [`message_then_oversize`].
+async fn until_early<O: RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter>>(
+    body: &mut TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, O>,
+) -> String {
+    let opening = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(opening, ": ok\n\n");
+    let started = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert!(String::from_utf8_lossy(&started).contains("RUN_STARTED"));
+    let early = tokio::time::timeout(Duration::from_secs(60), body.frame())
+        .await
+        .expect("the message waited with the run's end")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    String::from_utf8_lossy(&early).into_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_read_beside_the_end_of_the_run_do_not_wait_for_the_owner() {
+    // The message and the oversize event come in one upstream read: the run ends at the
+    // oversize event, and only what that step wrote (the run's error) waits for the owner.
+    let (mut body, release, ended, _) = held(message_then_oversize(), 512);
+    let early = until_early(&mut body).await;
+    assert!(early.contains("early words"), "{early}");
+    assert!(!early.contains("RUN_ERROR"), "{early}");
+    // The owner is told once that frame has gone: telling it first could let its task run
+    // before the frame is written.
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let pending = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
+    assert!(
+        pending.is_err(),
+        "the last frame left before the owner let it"
+    );
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    release.send(()).unwrap();
+    let last = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let last = String::from_utf8_lossy(&last);
+    assert!(last.contains("RUN_ERROR"), "{last}");
+    assert!(last.contains("UPSTREAM_EVENT_TOO_LARGE"), "{last}");
+    assert!(!last.contains("early words"), "{last}");
+    assert!(body.frame().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_gone_after_the_early_frame_leaves_the_owner_the_run_as_it_ended() {
+    let (mut body, _release, ended, outcome) = held(message_then_oversize(), 512);
+    let early = until_early(&mut body).await;
+    assert!(early.contains("early words"), "{early}");
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
+    drop(body);
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Failed));
 }
 
 #[tokio::test(start_paused = true)]

@@ -114,6 +114,9 @@ pub struct Pipeline<R = AnyReader, W = AnyWriter> {
     failure: Option<ErrorCode>,
     clock: Clock,
     max_event_bytes: usize,
+    /// How long the output was when the step that finished the stream began, until taken:
+    /// what came before it need not wait for what the stream's end waits for.
+    finished_at: Option<usize>,
 }
 
 impl<R: Reader, W: Writer> fmt::Debug for Pipeline<R, W> {
@@ -157,6 +160,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             failure: None,
             clock: options.clock,
             max_event_bytes: options.max_event_bytes,
+            finished_at: None,
         }
     }
 
@@ -203,6 +207,13 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// its silence, now ends the stream cleanly.
     pub fn between_runs(&self) -> bool {
         !self.sequencer.run_open() && !self.sequencer.is_finished()
+    }
+
+    /// Once the stream finished: how many bytes of the output it was written into were there
+    /// before the step that finished it (the events that step ended the stream with follow).
+    /// Taken once; meaningful while that output has not been split since.
+    pub fn take_finished_at(&mut self) -> Option<usize> {
+        self.finished_at.take()
     }
 
     pub fn stats(&self) -> StreamStats {
@@ -371,8 +382,12 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {
+        let was_finished = self.sequencer.is_finished();
         self.sequencer
             .step(input, &mut self.seq_out, &mut self.notes);
+        if !was_finished && self.sequencer.is_finished() {
+            self.finished_at = Some(out.len());
+        }
         // The guard records the code whenever it ends a run itself: an upstream failure while
         // a run is open (between runs the stream just ends), or a stream it refuses to carry.
         if self.failure.is_none() {

@@ -213,6 +213,10 @@ impl<W: Writer + Send + 'static> RunOwner<AapReader, W> for Driver {
         let record = (!s.record.session_id.is_empty()).then(|| s.record.clone());
         thread.report(record)
     }
+
+    fn holds_end(&self) -> bool {
+        lock(&self.state).thread.is_some()
+    }
 }
 
 impl Driver {

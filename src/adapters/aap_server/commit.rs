@@ -99,6 +99,10 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
         // The committer is gone only if the runtime is shutting down; nothing to wait for then.
         report_and_hold(report.0, settle(pipeline, config, self.stored))
     }
+
+    fn holds_end(&self) -> bool {
+        self.report.is_some()
+    }
 }
 
 /// Where a turn's stream reports to: held by the request until its stream owns it. While it

@@ -98,6 +98,10 @@ impl RunOwner<AapReader, AapWriter> for Owner {
         }
         self.turn.ended(pipeline, outcome)
     }
+
+    fn holds_end(&self) -> bool {
+        RunOwner::<AapReader, AapWriter>::holds_end(&self.turn)
+    }
 }
 
 /// The face's agent as a turn on an AAP agent runs it: the agent asks its permissions itself,
