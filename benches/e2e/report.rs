@@ -444,7 +444,10 @@ official `ag-ui-protocol` event types and `EventEncoder`, FastAPI (`RunAgentInpu
 event; the client takes the receive time (same host clock) when a body frame arrives. One \
 latency sample per received event with markers: receive − send of the event's last marker. In \
 AAP **message** mode the whole text arrives in one `text` event, so there is one sample per \
-stream (the last marker's) and its TTFE is the time to the complete message.
+stream (the last marker's) and its TTFE is the time to the complete message. *Last-event \
+latency* takes only each stream's last content event (the mock writes it with the run's end: \
+`TEXT_MESSAGE_END`, `RUN_FINISHED` and the body's end go in the same write); AAP message \
+mode's samples, complete with that event, are set against it through direct and nginx.
 - A stream counts as failed unless every sequence number arrives once and in order and the \
 terminal event (`RUN_FINISHED`, AAP `turn_stop` `end_turn`) arrives.
 - Qualification before timing (one stream per comparator against the paced mock): status 200, \
