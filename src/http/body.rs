@@ -192,9 +192,9 @@ where
     /// The waiting frame holds events (not the opening comment).
     waiting_events: bool,
     out: BytesMut,
-    /// How much of `out` came before the step that ended the run (before the upstream read
-    /// that ended it, until that step is known): that much may leave while the last frame is
-    /// held ([`RunOwner::ended`]).
+    /// How much of `out` came before the client's terminal event (before the upstream read
+    /// that ended the run, until the terminal is known): that much may leave while the last
+    /// frame is held ([`RunOwner::ended`]).
     settled: usize,
     span: Span,
     record: StreamRecord,
@@ -272,11 +272,13 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
     /// The run has ended: releases the upstream and records the stream.
     fn finish(&mut self) {
         self.upstream = None;
-        if let Some(at) = self.pipeline.take_finished_at() {
-            // Only the step that ended the run waits for the owner: what the pipeline wrote
-            // before it in the same read (AAP message mode's whole message, written when
-            // `TEXT_MESSAGE_END` arrives beside `RUN_FINISHED`) leaves at once.
-            self.settled = at.max(self.settled).min(self.out.len());
+        if let Some(at) = self.pipeline.take_terminal_at() {
+            // Only the client's terminal event (and what follows it) waits for the owner: what
+            // the pipeline wrote before it leaves at once (AAP message mode's whole message,
+            // written when `TEXT_MESSAGE_END` arrives beside `RUN_FINISHED`), and the terminal
+            // waits even when the upstream's end, read after it, is what ended the stream (an
+            // AG-UI client's `RUN_FINISHED`).
+            self.settled = at.min(self.out.len());
         }
         let outcome = if self.pipeline.failure().is_some() {
             Outcome::Failed
@@ -422,12 +424,14 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         }
     }
 
-    /// What came before the read that ended the run, as one frame.
+    /// What came before the client's terminal event, as one frame.
     fn take_settled(&mut self) -> Option<Bytes> {
         let settled = std::mem::take(&mut self.settled);
         if settled == 0 {
             return None;
         }
+        // Offsets into `out` change now.
+        let _ = self.pipeline.take_terminal_at();
         self.record.first_event();
         Some(self.out.split_to(settled).freeze())
     }
@@ -472,6 +476,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             return None;
         }
         self.settled = 0;
+        // Offsets into `out` change now: a terminal event in this frame is gone to the client.
+        let _ = self.pipeline.take_terminal_at();
         // What the pipeline writes is events, never comments.
         self.record.first_event();
         Some(self.out.split().freeze())

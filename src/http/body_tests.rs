@@ -507,13 +507,28 @@ fn held(
     std::sync::Arc<std::sync::atomic::AtomicUsize>,
     std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
 ) {
+    held_by(upstream, max_event_bytes, Dialect::Hai)
+}
+
+/// [`held`] for a client speaking `client`.
+#[allow(clippy::type_complexity)]
+fn held_by(
+    upstream: ScriptBody,
+    max_event_bytes: usize,
+    client: Dialect,
+) -> (
+    TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, Holding>,
+    tokio::sync::oneshot::Sender<()>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
+) {
     let ids = RunIds {
         thread_id: "t".into(),
         run_id: "r".into(),
     };
     // A HAI client takes one run per stream: its terminal is written when the upstream ends or
     // a run fails, the moment the owner is told, so it is the frame the owner holds.
-    let mut spec = PipelineSpec::new(Dialect::AgUi, Dialect::Hai, ids);
+    let mut spec = PipelineSpec::new(Dialect::AgUi, client, ids);
     spec.options.max_event_bytes = max_event_bytes;
     let pipeline = Pipeline::new(spec).unwrap();
     let (release, held) = tokio::sync::oneshot::channel();
@@ -638,6 +653,43 @@ async fn events_read_beside_the_end_of_the_run_do_not_wait_for_the_owner() {
     assert!(last.contains("RUN_ERROR"), "{last}");
     assert!(last.contains("UPSTREAM_EVENT_TOO_LARGE"), "{last}");
     assert!(!last.contains("early words"), "{last}");
+    assert!(body.frame().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_terminal_written_before_the_upstream_ends_still_waits_for_the_owner() {
+    // An AG-UI client's `RUN_FINISHED` is written when it is read; the stream ends only with
+    // the upstream's body, read after it in the same poll. The terminal is what tells the
+    // client the run is over: it waits for the owner, what came before it does not.
+    let read = concat!(
+        "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"early words\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}\n\n",
+        "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+    );
+    let upstream = scripted(
+        vec![
+            Step::Data(STARTED),
+            Step::Wait(Duration::from_millis(5)),
+            Step::Data(read),
+        ],
+        false,
+    );
+    let (mut body, release, ended, outcome) = held_by(upstream, 1 << 20, Dialect::AgUi);
+    let early = until_early(&mut body).await;
+    assert!(early.contains("early words"), "{early}");
+    assert!(!early.contains("RUN_FINISHED"), "{early}");
+    let pending = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
+    assert!(
+        pending.is_err(),
+        "the terminal left before the owner let it"
+    );
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Completed));
+    release.send(()).unwrap();
+    let last = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let last = String::from_utf8_lossy(&last);
+    assert!(last.contains("RUN_FINISHED"), "{last}");
     assert!(body.frame().await.is_none());
 }
 

@@ -114,9 +114,10 @@ pub struct Pipeline<R = AnyReader, W = AnyWriter> {
     failure: Option<ErrorCode>,
     clock: Clock,
     max_event_bytes: usize,
-    /// How long the output was when the step that finished the stream began, until taken:
-    /// what came before it need not wait for what the stream's end waits for.
-    finished_at: Option<usize>,
+    /// How long the output was when the first run's end (`RUN_FINISHED`, `RUN_ERROR`) since
+    /// the last [`Self::take_terminal_at`] was written: what came before it need not wait
+    /// for what the run's end waits for.
+    terminal_at: Option<usize>,
 }
 
 impl<R: Reader, W: Writer> fmt::Debug for Pipeline<R, W> {
@@ -160,7 +161,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             failure: None,
             clock: options.clock,
             max_event_bytes: options.max_event_bytes,
-            finished_at: None,
+            terminal_at: None,
         }
     }
 
@@ -209,11 +210,12 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         !self.sequencer.run_open() && !self.sequencer.is_finished()
     }
 
-    /// Once the stream finished: how many bytes of the output it was written into were there
-    /// before the step that finished it (the events that step ended the stream with follow).
-    /// Taken once; meaningful while that output has not been split since.
-    pub fn take_finished_at(&mut self) -> Option<usize> {
-        self.finished_at.take()
+    /// How many bytes of the output were there when the first run's end since the last call
+    /// was written to it (the client's terminal event, and what the writer wrote with it,
+    /// follow). The caller takes it whenever it takes from that output, so that the offset
+    /// always points into what the output holds now.
+    pub fn take_terminal_at(&mut self) -> Option<usize> {
+        self.terminal_at.take()
     }
 
     pub fn stats(&self) -> StreamStats {
@@ -382,12 +384,8 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {
-        let was_finished = self.sequencer.is_finished();
         self.sequencer
             .step(input, &mut self.seq_out, &mut self.notes);
-        if !was_finished && self.sequencer.is_finished() {
-            self.finished_at = Some(out.len());
-        }
         // The guard records the code whenever it ends a run itself: an upstream failure while
         // a run is open (between runs the stream just ends), or a stream it refuses to carry.
         if self.failure.is_none() {
@@ -408,6 +406,14 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// Writes one event the guard let through; false when the writer refused it (a bound of
     /// the client's dialect), after the run was ended for it.
     fn write(&mut self, event: crate::event::Event, out: &mut BytesMut) -> bool {
+        if self.terminal_at.is_none()
+            && matches!(
+                event,
+                crate::event::Event::RunFinished(_) | crate::event::Event::RunError(_)
+            )
+        {
+            self.terminal_at = Some(out.len());
+        }
         self.stats.events_out += 1;
         let result = self.writer.write(event, out);
         self.written(result, out)
