@@ -495,39 +495,28 @@ impl RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter> for Holding 
     }
 }
 
-/// An AG-UI → HAI stream on `upstream` whose owner holds its last frame until the returned
-/// sender fires; the count of the owner's `ended` calls, and the outcome it was told.
-#[allow(clippy::type_complexity)]
-fn held(
-    upstream: ScriptBody,
-    max_event_bytes: usize,
-) -> (
+/// A stream whose owner holds its last frame until the sender fires; the count of the owner's
+/// `ended` calls, and the outcome it was told.
+type Held = (
     TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, Holding>,
     tokio::sync::oneshot::Sender<()>,
     std::sync::Arc<std::sync::atomic::AtomicUsize>,
     std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
-) {
+);
+
+/// An AG-UI → HAI stream on `upstream`, held ([`Held`]). A HAI client takes one run per
+/// stream: its terminal is written when the upstream ends or a run fails, the moment the owner
+/// is told, so it is the frame the owner holds.
+fn held(upstream: ScriptBody, max_event_bytes: usize) -> Held {
     held_by(upstream, max_event_bytes, Dialect::Hai)
 }
 
 /// [`held`] for a client speaking `client`.
-#[allow(clippy::type_complexity)]
-fn held_by(
-    upstream: ScriptBody,
-    max_event_bytes: usize,
-    client: Dialect,
-) -> (
-    TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, Holding>,
-    tokio::sync::oneshot::Sender<()>,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    std::sync::Arc<std::sync::Mutex<Option<Outcome>>>,
-) {
+fn held_by(upstream: ScriptBody, max_event_bytes: usize, client: Dialect) -> Held {
     let ids = RunIds {
         thread_id: "t".into(),
         run_id: "r".into(),
     };
-    // A HAI client takes one run per stream: its terminal is written when the upstream ends or
-    // a run fails, the moment the owner is told, so it is the frame the owner holds.
     let mut spec = PipelineSpec::new(Dialect::AgUi, client, ids);
     spec.options.max_event_bytes = max_event_bytes;
     let pipeline = Pipeline::new(spec).unwrap();
