@@ -12,7 +12,10 @@
 //!    its events, and nothing waits for data that has not arrived. The upstream body drives its
 //!    own connection (`upstream::link`), so one poll here sees all that one read brought. A
 //!    bounded number of frames is read per poll, then what is ready leaves (or, with nothing,
-//!    the body wakes itself and yields); end, error or a trailers frame end the run;
+//!    the body wakes itself and yields); end, error or a trailers frame end the run. Once the
+//!    client's terminal event is written, what is ready leaves at once and the next poll
+//!    yields, so that hyper writes it before the stream's end is handled (the upstream's end,
+//!    the owner, the metrics);
 //! 4. with the upstream pending and nothing to send, the idle timer (fires →
 //!    `UPSTREAM_IDLE_TIMEOUT`, or between runs — every run the stream carried ended — a clean
 //!    end) and the heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when
@@ -211,6 +214,11 @@ where
     /// How the run ended, while what came before its end leaves and the owner, who will
     /// hold the rest, is not yet told ([`RunOwner::holds_end`]).
     ending: Option<Outcome>,
+    /// A frame that carries the client's terminal event, or what comes right before it, has
+    /// just been handed to hyper: the next poll yields ([`Self::take_before_end`]).
+    flush_first: bool,
+    /// The client's terminal event has been handed to hyper.
+    terminal_sent: bool,
 }
 
 impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
@@ -266,6 +274,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             unlogged: None,
             holding: None,
             ending: None,
+            flush_first: false,
+            terminal_sent: false,
         }
     }
 
@@ -280,16 +290,21 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             // AG-UI client's `RUN_FINISHED`).
             self.settled = at.min(self.out.len());
         }
-        let outcome = if self.pipeline.failure().is_some() {
-            Outcome::Failed
-        } else {
-            Outcome::Completed
-        };
+        let outcome = self.outcome();
         if self.settled > 0 && self.owner.holds_end() {
             // Told once what came before the end has left ([`Self::poll_last`]).
             self.ending = Some(outcome);
         } else {
             self.record_end(outcome);
+        }
+    }
+
+    /// How the run ended, once it has.
+    fn outcome(&self) -> Outcome {
+        if self.pipeline.failure().is_some() {
+            Outcome::Failed
+        } else {
+            Outcome::Completed
         }
     }
 
@@ -424,6 +439,33 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         }
     }
 
+    /// The client's terminal event was written and the stream goes on (its upstream's end is
+    /// still to be read): what may leave now, as one frame — all of it, or what came before
+    /// the terminal when the owner will hold the end. The next poll then yields. hyper polls
+    /// the body again before it writes what it was given, for as long as it has room; yielding
+    /// lets it write the run's last events first, and what the stream's end costs (the
+    /// upstream call's end and its connection back to the pool, the owner told, the metrics)
+    /// comes after, not between the upstream's read and the client's write.
+    fn take_before_end(&mut self) -> Option<Bytes> {
+        let at = self.pipeline.terminal_at()?;
+        let frame = if self.owner.holds_end() {
+            let before = at.min(self.out.len());
+            if before == 0 {
+                return None;
+            }
+            self.pipeline.output_taken(before);
+            self.settled = 0;
+            self.record.first_event();
+            self.out.split_to(before).freeze()
+        } else {
+            let all = self.take_output()?;
+            self.terminal_sent = true;
+            all
+        };
+        self.flush_first = true;
+        Some(frame)
+    }
+
     /// What came before the client's terminal event, as one frame.
     fn take_settled(&mut self) -> Option<Bytes> {
         let settled = std::mem::take(&mut self.settled);
@@ -496,6 +538,10 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
         // a span (and leaving it) on every poll cost as much as translating a small event. What
         // logs names the span, or runs inside it (the owner, the opening of a next request).
         let this = &mut *self;
+        if std::mem::take(&mut this.flush_first) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         if let Some(frame) = this.waiting.take() {
             if this.waiting_events {
                 this.record.first_event();
@@ -556,6 +602,13 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         Err(_trailers) => this.upstream_ended(),
                     }
                     this.after_read();
+                    if this.upstream.is_some() {
+                        if let Some(frame) = this.take_before_end() {
+                            this.deadlines
+                                .set_heartbeat(now_or(read_at) + this.timers.heartbeat_interval);
+                            return Poll::Ready(Some(Ok(Frame::data(frame))));
+                        }
+                    }
                     if this.out.len() >= OUT_BUDGET || frames >= FRAMES_PER_POLL {
                         break;
                     }
@@ -620,9 +673,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             }
         }
         if let Some(frame) = this.take_output() {
-            let now = read_at.unwrap_or_else(Instant::now);
             this.deadlines
-                .set_heartbeat(now + this.timers.heartbeat_interval);
+                .set_heartbeat(now_or(read_at) + this.timers.heartbeat_interval);
             return Poll::Ready(Some(Ok(Frame::data(frame))));
         }
         // Many upstream frames in a row produced nothing to send (comments, partial events),
@@ -643,12 +695,24 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
     }
 }
 
+/// The clock read once per poll ([`TranslatingBody::poll_frame`]), or now.
+fn now_or(read_at: Option<Instant>) -> Instant {
+    read_at.unwrap_or_else(Instant::now)
+}
+
 impl<R: Reader, W: Writer, O: RunOwner<R, W>> Drop for TranslatingBody<R, W, O> {
     fn drop(&mut self) {
         // Dropped before its end: the client went away (hyper drops the body), which also
         // dropped the upstream body and so closed the upstream connection. A run that had
         // ended, its last events not yet all sent, ended as it did: its owner keeps it.
-        let outcome = self.ending.take().unwrap_or(Outcome::Cancelled);
+        let gone_after_the_end = self.terminal_sent && self.pipeline.between_runs();
+        let outcome = match self.ending.take() {
+            Some(outcome) => outcome,
+            // The run's terminal event went out and no other run began: the run ended as it
+            // did; only the upstream's end, not needed any more, was not read.
+            None if gone_after_the_end => self.outcome(),
+            None => Outcome::Cancelled,
+        };
         self.record_end(outcome);
         self.log_end();
     }

@@ -704,17 +704,117 @@ async fn the_stream_ended_line_is_written_once_the_last_frame_has_left() {
     let _default = tracing::subscriber::set_default(subscriber);
     let mut body = body(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
     let mut last = String::new();
-    while !body.is_end_stream() {
-        let Some(Ok(frame)) = body.frame().await else {
-            panic!("the body ended before saying so");
-        };
-        last = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    while let Some(frame) = body.frame().await {
+        last = String::from_utf8(frame.unwrap().into_data().unwrap().to_vec()).unwrap();
     }
     assert!(last.contains("RUN_FINISHED"), "{last}");
+    assert!(body.is_end_stream());
     // The run is over and its last frame is out; the line waits for the body to go.
     assert!(!logs.text().contains("stream ended"), "{}", logs.text());
     drop(body);
     let text = logs.text();
     assert_eq!(text.matches("stream ended").count(), 1, "{text}");
     assert!(text.contains("outcome=\"completed\""), "{text}");
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A plain AG-UI stream of `STARTED` then `FINISHED` in one read, recorded in `metrics`.
+fn recorded(metrics: &std::sync::Arc<crate::telemetry::metrics::Metrics>) -> TranslatingBody {
+    let ids = RunIds {
+        thread_id: "t".into(),
+        run_id: "r".into(),
+    };
+    let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
+    let parts = StreamParts {
+        timers: StreamLimits {
+            idle_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            max_duration: None,
+            max_bytes: None,
+        },
+        drain: DrainSignal::never(),
+        span: tracing::Span::none(),
+        record: metrics.stream_started("/"),
+    };
+    let upstream = scripted(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
+    TranslatingBody::new(Source::Body(upstream.boxed_unsync()), pipeline, (), parts)
+}
+
+/// Polls `body` once; the data of a frame as text, `None` at the end.
+fn poll_text(body: &mut TranslatingBody, cx: &mut Context<'_>) -> Poll<Option<String>> {
+    Pin::new(body).poll_frame(cx).map(|frame| {
+        frame.map(|f| {
+            let Ok(f) = f;
+            String::from_utf8(f.into_data().unwrap().to_vec()).unwrap()
+        })
+    })
+}
+
+#[tokio::test]
+async fn the_terminal_is_written_before_the_end_of_the_stream_is_handled() {
+    let metrics = crate::telemetry::metrics::Metrics::new();
+    let mut body = recorded(&metrics);
+    let wakes = std::sync::Arc::new(Wakes::default());
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(
+        poll_text(&mut body, &mut cx),
+        Poll::Ready(Some(": ok\n\n".into()))
+    );
+    let Poll::Ready(Some(run)) = poll_text(&mut body, &mut cx) else {
+        panic!("the run's events were ready");
+    };
+    assert!(
+        run.contains("RUN_STARTED") && run.contains("RUN_FINISHED"),
+        "{run}"
+    );
+    // hyper polls again before it writes what it has: the body yields, so that the terminal
+    // is written before the stream's end (the upstream's end, the metrics) is handled.
+    assert!(poll_text(&mut body, &mut cx).is_pending());
+    assert_eq!(
+        wakes.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "woken to go on"
+    );
+    let active = "dialect_proxy_streams_active{route=\"/\"}";
+    assert!(metrics.encode().contains(&format!("{active} 1")));
+    assert_eq!(poll_text(&mut body, &mut cx), Poll::Ready(None));
+    let text = metrics.encode();
+    assert!(text.contains(&format!("{active} 0")), "{text}");
+    assert!(
+        text.contains("dialect_proxy_streams_total{route=\"/\",outcome=\"completed\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_gone_once_the_terminal_left_ended_a_completed_run() {
+    let metrics = crate::telemetry::metrics::Metrics::new();
+    let mut body = recorded(&metrics);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    assert!(poll_text(&mut body, &mut cx).is_ready());
+    let Poll::Ready(Some(run)) = poll_text(&mut body, &mut cx) else {
+        panic!("the run's events were ready");
+    };
+    assert!(run.contains("RUN_FINISHED"), "{run}");
+    drop(body);
+    let text = metrics.encode();
+    assert!(
+        text.contains("dialect_proxy_streams_total{route=\"/\",outcome=\"completed\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("outcome=\"cancelled\""), "{text}");
 }

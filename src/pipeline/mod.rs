@@ -218,6 +218,19 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         self.terminal_at.take()
     }
 
+    /// What [`Self::take_terminal_at`] would give, kept.
+    pub fn terminal_at(&self) -> Option<usize> {
+        self.terminal_at
+    }
+
+    /// The caller took `n` bytes from the front of the output, none of them past the run's
+    /// end: the offset of that end moves with them.
+    pub fn output_taken(&mut self, n: usize) {
+        if let Some(at) = &mut self.terminal_at {
+            *at = at.saturating_sub(n);
+        }
+    }
+
     pub fn stats(&self) -> StreamStats {
         self.stats
     }

@@ -247,7 +247,8 @@ async fn an_edited_history_forks_and_a_lost_session_is_recreated() {
         agent.turns(&created[1].session_id)[0]["messages"],
         json!([{"role": "user", "content": "third"}])
     );
-    assert!(gw.stderr().contains("diverged"), "{}", gw.stderr());
+    // Logs reach the harness through a pipe, a moment after the gateway wrote them.
+    gw.wait_for_stderr("diverged").await;
 
     // The agent forgets the session: the gateway recreates it from the client's history.
     assert!(agent.lose_session(&created[1].session_id));
@@ -257,7 +258,7 @@ async fn an_edited_history_forks_and_a_lost_session_is_recreated() {
     let created = agent.sessions_created();
     assert_eq!(created.len(), 3);
     assert_eq!(created[2].body["messages"].as_array().unwrap().len(), 6);
-    assert!(gw.stderr().contains("lost the session"), "{}", gw.stderr());
+    gw.wait_for_stderr("lost the session").await;
     agent.assert_no_violations();
 }
 
