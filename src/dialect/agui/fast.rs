@@ -11,7 +11,10 @@ use bytes::Bytes;
 
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
-use crate::event::{DeltaKind, DeltaRef, Event, EventBase, EventType, Extra, Source, SourceRef};
+use crate::event::{
+    DeltaKind, DeltaRef, Event, EventBase, EventType, Extra, RunFinished, RunStarted, Source,
+    SourceRef, TextMessageEnd, TextMessageStart, TextRole,
+};
 use crate::json::{for_each_field, Cursor, JsonStr, Member, Scalar};
 use crate::mapping::AguiAliases;
 
@@ -71,6 +74,10 @@ pub(super) fn read(
         Content::Read => return true,
         Content::Refused => return false,
         Content::Other => {}
+    }
+    if let Some(event) = lifecycle_event(data, options) {
+        out.push(event);
+        return true;
     }
     // `null` anywhere may be a null optional field, which the slow path counts as a repair.
     if memchr::memmem::find(data, b"null").is_some() {
@@ -258,6 +265,78 @@ fn content_event(
     };
     out.push(kind.event(id.into_owned(), delta.into_owned(), base));
     Content::Read
+}
+
+/// The events that open and close a run and a message, as nearly every run sends them — only
+/// their ids (plain strings), an assistant role, at most a timestamp — decoded by hand: the
+/// tagged enum would buffer the object to find its type, and these come once per message or
+/// run, when the code for them is cold (the run's last read is where a stream's last content
+/// waits). Anything more (an input echo, an outcome, a name, a field the model does not know,
+/// an escape, a key twice) is left to the general decoder.
+pub(super) fn lifecycle_event(data: &[u8], options: ReaderOptions) -> Option<Event> {
+    let (mut ty, mut message_id, mut thread_id, mut run_id, mut role, mut timestamp) =
+        (None, None, None, None, None, None);
+    for_each_field(data, |key, value| {
+        let fresh = match (key, value) {
+            ("timestamp", Scalar::Int(n, _)) => set(&mut timestamp, n),
+            (key, Scalar::Str(s)) => {
+                let slot = match key {
+                    "type" => &mut ty,
+                    "messageId" => &mut message_id,
+                    "threadId" => &mut thread_id,
+                    "runId" => &mut run_id,
+                    "role" => &mut role,
+                    _ => return None,
+                };
+                set(slot, s.plain()?)
+            }
+            _ => false,
+        };
+        fresh.then_some(())
+    })?;
+    if !options.timestamps.keeps(timestamp) {
+        return None;
+    }
+    let base = EventBase {
+        timestamp,
+        ..EventBase::default()
+    };
+    let event = match (ty?, message_id, thread_id, run_id, role) {
+        ("TEXT_MESSAGE_START", Some(id), None, None, Some("assistant")) => {
+            Event::TextMessageStart(TextMessageStart {
+                message_id: id.to_owned(),
+                role: TextRole::Assistant,
+                name: None,
+                base,
+            })
+        }
+        ("TEXT_MESSAGE_END", Some(id), None, None, None) => Event::TextMessageEnd(TextMessageEnd {
+            message_id: id.to_owned(),
+            base,
+        }),
+        ("RUN_STARTED", None, Some(thread_id), Some(run_id), None) => {
+            Event::RunStarted(RunStarted {
+                thread_id: thread_id.to_owned(),
+                run_id: run_id.to_owned(),
+                protocol_version: None,
+                parent_run_id: None,
+                input: None,
+                base,
+            })
+        }
+        ("RUN_FINISHED", None, Some(thread_id), Some(run_id), None) => {
+            Event::RunFinished(RunFinished {
+                thread_id: thread_id.to_owned(),
+                run_id: run_id.to_owned(),
+                result: None,
+                outcome: None,
+                usage: None,
+                base,
+            })
+        }
+        _ => return None,
+    };
+    Some(event)
 }
 
 /// What [`sdk_layout`] found.

@@ -1678,6 +1678,15 @@ fn fast_and_slow_paths_agree() {
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"interrupt","interrupts":[]}}),
         json!({"type":"RUN_FINISHED","threadId":"x","runId":"y","outcome":{"type":"success","pending_tool_call_ids":["c"]}}),
         json!({"type":"SUBAGENT_FINISHED","subagentRunId":"s1","outcome":{"type":"suspended","interrupt_ids":["i"]}}),
+        json!({"type":"RUN_STARTED","threadId":"x","runId":"y4","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}),
+        json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"x"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m2","timestamp":1_700_000_000_000_i64}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"m\u{e9}","role":"assistant"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":"m\u{e9}"}),
+        json!({"type":"TEXT_MESSAGE_START","messageId":"","role":"assistant"}),
+        json!({"type":"TEXT_MESSAGE_END","messageId":""}),
+        json!({"type":"RUN_FINISHED","threadId":"x","runId":"y4"}),
     ];
     let mut stream = Vec::new();
     for v in &canonical {
@@ -1736,6 +1745,46 @@ fn plain_lifecycle_events_take_the_fast_path() {
         r#"{"type":"RUN_ERROR","message":"m","error":{"code":"c"}}"#,
     ] {
         assert!(!fast(data, &mut scratch), "{data}");
+    }
+}
+
+/// The events that open and close runs and messages, in their plain shape, are read by hand
+/// into what the general decoder makes of them; any other shape is left to it.
+#[test]
+fn run_and_message_bounds_are_read_by_hand_as_the_decoder_reads_them() {
+    let options = ReaderOptions::default();
+    for data in [
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","timestamp":1700000000000}"#,
+        r#"{"runId":"r","type":"RUN_FINISHED","threadId":""}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#,
+        r#"{ "type" : "TEXT_MESSAGE_END", "messageId" : "m" }"#,
+        r#"{"type":"TEXT_MESSAGE_END","timestamp":1700000000000,"messageId":""}"#,
+    ] {
+        let by_hand = fast::lifecycle_event(data.as_bytes(), options);
+        let decoded: Event = serde_json::from_str(data).unwrap();
+        assert_eq!(by_hand, Some(decoded), "{data}");
+    }
+    for data in [
+        // Escapes, a role other than the assistant's, a name, a field of another type, a
+        // field the model does not know, a key twice, an implausible timestamp, null.
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m\u0031"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"user"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant","name":"n"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m","runId":"r"}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","ts":1}"#,
+        r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","runId":"s"}"#,
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","timestamp":5}"#,
+        r#"{"type":"RUN_STARTED","threadId":"t","runId":null}"#,
+        r#"{"type":"RUN_STARTED","threadId":"t"}"#,
+        r#"{"type":"STEP_STARTED","stepName":"s"}"#,
+    ] {
+        assert_eq!(
+            fast::lifecycle_event(data.as_bytes(), options),
+            None,
+            "{data}"
+        );
     }
 }
 
