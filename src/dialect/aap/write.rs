@@ -712,23 +712,28 @@ impl Lane {
 }
 
 fn write_whole(out: &mut BytesMut, kind: Kind, text: &str) {
-    if text.is_empty() {
-        return;
-    }
     match kind {
-        Kind::Text => write_event(out, name::TEXT, &json!({ "text": text })),
-        Kind::Thinking => write_event(out, name::THINKING, &json!({ "thinking": text })),
+        Kind::Text => write_text(out, name::TEXT, "text", text),
+        Kind::Thinking => write_text(out, name::THINKING, "thinking", text),
     }
 }
 
 /// `event: <name>\ndata: {"delta":…}`, written by hand: nearly every event of a turn.
 fn write_delta(out: &mut BytesMut, event: &str, delta: &str) {
-    if !delta.is_empty() {
-        out.reserve(32 + event.len() + delta.len());
+    write_text(out, event, "delta", delta);
+}
+
+/// `event: <name>\ndata: {"<key>":<text>}` unless the text is empty, written by hand (what
+/// serde_json would write, without building a JSON value and copying the text into it).
+fn write_text(out: &mut BytesMut, event: &str, key: &str, text: &str) {
+    if !text.is_empty() {
+        out.reserve(32 + event.len() + key.len() + text.len());
         out.extend_from_slice(b"event: ");
         out.extend_from_slice(event.as_bytes());
-        out.extend_from_slice(b"\ndata: {\"delta\":");
-        crate::json::write_str(out, delta);
+        out.extend_from_slice(b"\ndata: {\"");
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+        crate::json::write_str(out, text);
         out.extend_from_slice(b"}\n\n");
     }
 }

@@ -89,6 +89,23 @@ fn text_open_at_an_error_is_shown_in_message_mode() {
     assert_eq!(w.stop().unwrap().reason, StopReason::Error);
 }
 
+/// A whole message is written as serde_json would write its `{"text": …}`, escapes and all.
+#[test]
+fn a_whole_message_is_written_as_json_would_write_it() {
+    let mut w = writer(StreamMode::Message, 1 << 20);
+    let text = "say \"hi\"\n\tto é and \u{1}\u{2028}";
+    let out = feed(
+        &mut w,
+        &[
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":text}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m1"}),
+        ],
+    );
+    let expected = format!("event: text\ndata: {}\n\n", json!({ "text": text }));
+    assert_eq!(String::from_utf8_lossy(&out), expected);
+}
+
 #[test]
 fn pending_calls_are_classified_client_or_permission() {
     let mut w = writer(StreamMode::Delta, 1 << 20);
