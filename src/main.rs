@@ -15,7 +15,15 @@
 //!   while no request allocates (purging otherwise happens only inside allocator calls);
 //! - `dirty_decay_ms:1000`: freed pages are kept for reuse for about a second, then purged;
 //! - `muzzy_decay_ms:0`: purged pages are released at once (`MADV_DONTNEED`), not left to
-//!   the kernel's leisure (`MADV_FREE`), so the resident size falls when the pages go.
+//!   the kernel's leisure (`MADV_FREE`), so the resident size falls when the pages go;
+//! - `narenas:1`: one arena for every thread. With an arena per thread (jemalloc's default),
+//!   a stream's state lands in the arena of whichever worker ran its task at the time, and the
+//!   share of the live state each arena holds drifts with the scheduler's balance: one arena's
+//!   slabs empty slowly while another's fill, and the resident size wanders by megabytes for
+//!   minutes under a steady load (`benches/RESULTS.md`, the soak). The threads' caches take
+//!   most allocations without the arena's lock, and the workers are as many as the CPUs; a
+//!   host with many cores may trade memory for less contention with
+//!   `_RJEM_MALLOC_CONF=narenas:<n>`.
 //!
 //! The options are read from the `malloc_conf` symbol jemalloc looks for at start-up (named
 //! `_rjem_malloc_conf`, as `tikv-jemalloc-sys` builds jemalloc with the `_rjem_` prefix);
@@ -35,7 +43,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[export_name = "_rjem_malloc_conf"]
 pub static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some(
     // SAFETY: the pointer comes from a string literal, valid and immutable for the whole run.
-    unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() },
+    unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1".as_ptr() },
 );
 
 fn main() -> ExitCode {
