@@ -217,8 +217,9 @@ where
     /// A frame that carries the client's terminal event, or what comes right before it, has
     /// just been handed to hyper: the next poll yields ([`Self::take_before_end`]).
     flush_first: bool,
-    /// The client's terminal event has been handed to hyper.
-    terminal_sent: bool,
+    /// The client's terminal event was written, handed to hyper or held for the owner, before
+    /// the stream's end was handled ([`Self::take_before_end`]).
+    terminal_written: bool,
 }
 
 impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
@@ -275,7 +276,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             holding: None,
             ending: None,
             flush_first: false,
-            terminal_sent: false,
+            terminal_written: false,
         }
     }
 
@@ -448,6 +449,9 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
     /// comes after, not between the upstream's read and the client's write.
     fn take_before_end(&mut self) -> Option<Bytes> {
         let at = self.pipeline.terminal_at()?;
+        // A writer may write nothing when the run ends (a HAI client's terminal waits for the
+        // upstream's end).
+        self.terminal_written |= self.out.len() > at;
         let frame = if self.owner.holds_end() {
             let before = at.min(self.out.len());
             if before == 0 {
@@ -458,9 +462,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             self.record.first_event();
             self.out.split_to(before).freeze()
         } else {
-            let all = self.take_output()?;
-            self.terminal_sent = true;
-            all
+            self.take_output()?
         };
         self.flush_first = true;
         Some(frame)
@@ -512,9 +514,16 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         )
     }
 
+    /// The output holds the client's terminal event, which waits for an owner not yet told of
+    /// the end: only what came before it may leave, and only through
+    /// [`Self::take_before_end`].
+    fn held_for_owner(&self) -> bool {
+        self.pipeline.terminal_at().is_some() && self.owner.holds_end()
+    }
+
     /// Takes what the pipeline produced as one frame.
     fn take_output(&mut self) -> Option<Bytes> {
-        if self.out.is_empty() || self.holding.is_some() {
+        if self.out.is_empty() || self.holding.is_some() || self.held_for_owner() {
             return None;
         }
         self.settled = 0;
@@ -631,7 +640,7 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     this.after_read();
                 }
                 pending => {
-                    if !this.out.is_empty() {
+                    if !this.out.is_empty() && !this.held_for_owner() {
                         // The upstream has nothing more for now: what is ready leaves.
                         break;
                     }
@@ -705,11 +714,11 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Drop for TranslatingBody<R, W, O> 
         // Dropped before its end: the client went away (hyper drops the body), which also
         // dropped the upstream body and so closed the upstream connection. A run that had
         // ended, its last events not yet all sent, ended as it did: its owner keeps it.
-        let gone_after_the_end = self.terminal_sent && self.pipeline.between_runs();
+        let gone_after_the_end = self.terminal_written && self.pipeline.between_runs();
         let outcome = match self.ending.take() {
             Some(outcome) => outcome,
-            // The run's terminal event went out and no other run began: the run ended as it
-            // did; only the upstream's end, not needed any more, was not read.
+            // The client's terminal event was written and no other run began: the run ended as
+            // it did; only the upstream's end, not needed any more, was not read.
             None if gone_after_the_end => self.outcome(),
             None => Outcome::Cancelled,
         };

@@ -818,3 +818,55 @@ async fn a_client_gone_once_the_terminal_left_ended_a_completed_run() {
     );
     assert!(!text.contains("outcome=\"cancelled\""), "{text}");
 }
+
+/// A run whose `RUN_FINISHED` came with its last message, its upstream still open after it, for
+/// an AG-UI client, held ([`Held`]).
+fn finished_then_lingering() -> Held {
+    let read = concat!(
+        "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"early words\"}\n\n",
+        "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}\n\n",
+        "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n",
+    );
+    let steps = vec![
+        Step::Data(STARTED),
+        Step::Wait(Duration::from_millis(5)),
+        Step::Data(read),
+    ];
+    held_by(scripted(steps, true), 1 << 20, Dialect::AgUi)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_terminal_read_before_a_lingering_upstream_ends_waits_for_the_owner() {
+    let (mut body, release, ended, outcome) = finished_then_lingering();
+    let early = until_early(&mut body).await;
+    assert!(early.contains("early words"), "{early}");
+    assert!(!early.contains("RUN_FINISHED"), "{early}");
+    // The upstream stays open: heartbeats go on until the stream ends cleanly at its idle
+    // timeout (every run ended); the owner is told then, and the terminal waits for it.
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while let Ok(frame) = tokio::time::timeout_at(until, body.frame()).await {
+        let data = frame.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(
+            data, HEARTBEAT_COMMENT,
+            "the terminal left before the owner let it"
+        );
+    }
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Completed));
+    release.send(()).unwrap();
+    let last = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert!(String::from_utf8_lossy(&last).contains("RUN_FINISHED"));
+    assert!(body.frame().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_gone_while_its_terminal_is_held_leaves_the_owner_the_run_as_it_ended() {
+    let (mut body, _release, ended, outcome) = finished_then_lingering();
+    let early = until_early(&mut body).await;
+    assert!(early.contains("early words"), "{early}");
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
+    drop(body);
+    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Completed));
+}
