@@ -495,6 +495,21 @@ impl RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter> for Holding 
     }
 }
 
+/// A stream's parts without bounds or a drain (idle 30 s, heartbeat 10 s), recorded in `record`.
+fn unbounded(record: crate::telemetry::metrics::StreamRecord) -> StreamParts {
+    StreamParts {
+        timers: StreamLimits {
+            idle_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            max_duration: None,
+            max_bytes: None,
+        },
+        drain: DrainSignal::never(),
+        span: tracing::Span::none(),
+        record,
+    }
+}
+
 /// A stream whose owner holds its last frame until the sender fires; the count of the owner's
 /// `ended` calls, and the outcome it was told.
 type Held = (
@@ -528,17 +543,7 @@ fn held_by(upstream: ScriptBody, max_event_bytes: usize, client: Dialect) -> Hel
         ended: std::sync::Arc::clone(&ended),
         outcome: std::sync::Arc::clone(&outcome),
     };
-    let parts = StreamParts {
-        timers: StreamLimits {
-            idle_timeout: Duration::from_secs(30),
-            heartbeat_interval: Duration::from_secs(10),
-            max_duration: None,
-            max_bytes: None,
-        },
-        drain: DrainSignal::never(),
-        span: tracing::Span::none(),
-        record: crate::telemetry::metrics::Metrics::new().stream_started("/"),
-    };
+    let parts = unbounded(crate::telemetry::metrics::Metrics::new().stream_started("/"));
     let body = TranslatingBody::new(
         Source::Body(upstream.boxed_unsync()),
         pipeline,
@@ -738,17 +743,7 @@ fn recorded(metrics: &std::sync::Arc<crate::telemetry::metrics::Metrics>) -> Tra
         run_id: "r".into(),
     };
     let pipeline = Pipeline::new(PipelineSpec::new(Dialect::AgUi, Dialect::AgUi, ids)).unwrap();
-    let parts = StreamParts {
-        timers: StreamLimits {
-            idle_timeout: Duration::from_secs(30),
-            heartbeat_interval: Duration::from_secs(10),
-            max_duration: None,
-            max_bytes: None,
-        },
-        drain: DrainSignal::never(),
-        span: tracing::Span::none(),
-        record: metrics.stream_started("/"),
-    };
+    let parts = unbounded(metrics.stream_started("/"));
     let upstream = scripted(vec![Step::Data(STARTED), Step::Data(FINISHED)], false);
     TranslatingBody::new(Source::Body(upstream.boxed_unsync()), pipeline, (), parts)
 }

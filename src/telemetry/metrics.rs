@@ -829,46 +829,42 @@ mod tests {
         a2.finish(end(Outcome::Completed));
         b.finish(end(Outcome::Failed));
         let text = m.encode();
-        let series = |s: &str| value(&text, s);
-        assert_eq!(
-            series("dialect_proxy_streams_active{route=\"/a\"}"),
-            Some(0.0)
-        );
-        assert_eq!(
-            series("dialect_proxy_streams_active{route=\"/b\"}"),
-            Some(0.0)
-        );
-        let total = "dialect_proxy_streams_total";
-        assert_eq!(
-            series(&format!("{total}{{route=\"/a\",outcome=\"completed\"}}")),
-            Some(2.0)
-        );
-        assert_eq!(
-            series(&format!("{total}{{route=\"/b\",outcome=\"failed\"}}")),
-            Some(1.0)
-        );
-        assert_eq!(
-            series(&format!("{total}{{route=\"/a\",outcome=\"failed\"}}")),
-            None
-        );
-        assert_eq!(
-            series(&format!("{total}{{route=\"/b\",outcome=\"completed\"}}")),
-            None
-        );
-        let events = "dialect_proxy_events_total";
-        assert_eq!(
-            series(&format!("{events}{{route=\"/a\",direction=\"out\"}}")),
-            Some(6.0)
-        );
-        assert_eq!(
-            series(&format!("{events}{{route=\"/b\",direction=\"in\"}}")),
-            Some(2.0)
-        );
+        let expected = [
+            ("dialect_proxy_streams_active{route=\"/a\"}", Some(0.0)),
+            ("dialect_proxy_streams_active{route=\"/b\"}", Some(0.0)),
+            (
+                "dialect_proxy_streams_total{route=\"/a\",outcome=\"completed\"}",
+                Some(2.0),
+            ),
+            (
+                "dialect_proxy_streams_total{route=\"/b\",outcome=\"failed\"}",
+                Some(1.0),
+            ),
+            (
+                "dialect_proxy_streams_total{route=\"/a\",outcome=\"failed\"}",
+                None,
+            ),
+            (
+                "dialect_proxy_streams_total{route=\"/b\",outcome=\"completed\"}",
+                None,
+            ),
+            (
+                "dialect_proxy_events_total{route=\"/a\",direction=\"out\"}",
+                Some(6.0),
+            ),
+            (
+                "dialect_proxy_events_total{route=\"/b\",direction=\"in\"}",
+                Some(2.0),
+            ),
+            (
+                "dialect_proxy_stream_duration_seconds_count{route=\"/a\"}",
+                Some(2.0),
+            ),
+        ];
+        for (series, value_there) in expected {
+            assert_eq!(value(&text, series), value_there, "{series} in\n{text}");
+        }
         assert!(!text.contains("dialect_proxy_heartbeats_total{"), "{text}");
-        assert_eq!(
-            series("dialect_proxy_stream_duration_seconds_count{route=\"/a\"}"),
-            Some(2.0)
-        );
     }
 
     /// The value of one series (`name{labels}`, as exposed), if present.
