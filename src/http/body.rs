@@ -457,10 +457,8 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
             if before == 0 {
                 return None;
             }
-            self.pipeline.output_taken(before);
             self.settled = 0;
-            self.record.first_event();
-            self.out.split_to(before).freeze()
+            self.split_front(before)
         } else {
             self.take_output()?
         };
@@ -471,13 +469,15 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
     /// What came before the client's terminal event, as one frame.
     fn take_settled(&mut self) -> Option<Bytes> {
         let settled = std::mem::take(&mut self.settled);
-        if settled == 0 {
-            return None;
-        }
-        // Offsets into `out` change now.
-        let _ = self.pipeline.take_terminal_at();
+        (settled > 0).then(|| self.split_front(settled))
+    }
+
+    /// The first `n` bytes of the output, none past the client's terminal event, as one frame;
+    /// the terminal's offset moves with them.
+    fn split_front(&mut self, n: usize) -> Bytes {
+        self.pipeline.output_taken(n);
         self.record.first_event();
-        Some(self.out.split_to(settled).freeze())
+        self.out.split_to(n).freeze()
     }
 
     /// How many of `len` more upstream bytes fit under `max_stream_bytes` (all of them when

@@ -689,13 +689,19 @@ async fn a_terminal_written_before_the_upstream_ends_still_waits_for_the_owner()
 
 #[tokio::test(start_paused = true)]
 async fn a_client_gone_after_the_early_frame_leaves_the_owner_the_run_as_it_ended() {
-    let (mut body, _release, ended, outcome) = held(message_then_oversize(), 512);
+    gone_after_the_early_frame(held(message_then_oversize(), 512), Outcome::Failed).await;
+}
+
+/// The client of `held` takes the early frame and leaves: the owner is told then, once, that
+/// the run ended with `outcome`.
+async fn gone_after_the_early_frame(held: Held, outcome_told: Outcome) {
+    let (mut body, _release, ended, outcome) = held;
     let early = until_early(&mut body).await;
     assert!(early.contains("early words"), "{early}");
     assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
     drop(body);
     assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Failed));
+    assert_eq!(*outcome.lock().unwrap(), Some(outcome_told));
 }
 
 #[tokio::test(start_paused = true)]
@@ -857,11 +863,5 @@ async fn a_terminal_read_before_a_lingering_upstream_ends_waits_for_the_owner() 
 
 #[tokio::test(start_paused = true)]
 async fn a_client_gone_while_its_terminal_is_held_leaves_the_owner_the_run_as_it_ended() {
-    let (mut body, _release, ended, outcome) = finished_then_lingering();
-    let early = until_early(&mut body).await;
-    assert!(early.contains("early words"), "{early}");
-    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
-    drop(body);
-    assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(*outcome.lock().unwrap(), Some(Outcome::Completed));
+    gone_after_the_early_frame(finished_then_lingering(), Outcome::Completed).await;
 }

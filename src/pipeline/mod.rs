@@ -212,8 +212,8 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
 
     /// How many bytes of the output were there when the first run's end since the last call
     /// was written to it (the client's terminal event, and what the writer wrote with it,
-    /// follow). The caller takes it whenever it takes from that output, so that the offset
-    /// always points into what the output holds now.
+    /// follow). The caller takes it (or moves it, [`Self::output_taken`]) whenever it takes
+    /// from that output, so that the offset always points into what the output holds now.
     pub fn take_terminal_at(&mut self) -> Option<usize> {
         self.terminal_at.take()
     }
