@@ -1,19 +1,25 @@
 //! Writing a turn back to its session, off the stream's path (`translation.md` §4.1).
 //!
-//! A turn marks its session running in the store, then [`spawn`]s a committer task that owns
-//! the end of that mark. The stream's [`TurnOwner`] settles the turn when the stream ends
-//! (terminal event, or the client went away: then from the body's `Drop`) and sends the result
-//! over a one-shot channel; the task writes it to the store. If the channel closes without a
-//! report (the request failed before its stream started, or its future was dropped), the task
-//! ends the mark with the session unchanged. Nothing writes the store from `Drop`; a store
-//! failure is logged and counted (`session_store_errors_total`), never a panic.
+//! A turn marks its session running in the store, then [`begin`]s its commit: a [`Reporter`]
+//! that owns the end of that mark, and [`Committed`], which says how the turn ended once it is
+//! written back. The stream's [`TurnOwner`] settles the turn when the stream ends (terminal
+//! event, or the client went away: then from the body's `Drop`) and hands the result to the
+//! reporter, which spawns the task that writes it to the store. A reporter dropped without a
+//! report (the request failed before its stream started, or its future was dropped) spawns the
+//! task that ends the mark with the session unchanged. Nothing writes the store from `Drop`
+//! itself; a store failure is logged and counted (`session_store_errors_total`), never a panic.
 //!
-//! The stream's last frame waits for the committer ([`crate::http::body::Hold`]), and a request
+//! The task is spawned when the turn ends, not when it begins: a task waiting for its turn's
+//! report for as long as the turn streams (its header, its future, a channel) cost about half a
+//! KiB of RSS per open turn (9,950 open AAP turns, `benches/RESULTS.md`), where the reporter
+//! holds what the write needs and nothing else.
+//!
+//! The stream's last frame waits for the write ([`crate::http::body::Hold`]), and a request
 //! refused after the mark was taken waits for it too ([`Reporter::close`]): a client that has
 //! its answer can send the next turn at once and find the session free and up to date. A client
 //! that left mid-turn has no answer to wait for: its next turn, finding the session marked,
-//! waits for this process's committer of the abandoned turn ([`Settling`])
-//! before it is refused as busy.
+//! waits for this process's write of the abandoned turn ([`Settling`]) before it is refused as
+//! busy.
 //!
 //! What a turn leaves ([`settle`]):
 //! - `tool_use`: everything the run produced, with the pending calls.
@@ -34,9 +40,9 @@ use crate::dialect::aap::types::StopReason;
 use crate::dialect::aap::AapWriter;
 use crate::dialect::Reader;
 use crate::error::{ErrorCode, Failure};
-use crate::http::body::{self, report_and_hold, Hold, RunOwner};
+use crate::http::body::{Hold, RunOwner};
 use crate::pipeline::Pipeline;
-use crate::session::{SessionConfig, Settling, Store, ThreadRecord, TurnCommit, UnderWay};
+use crate::session::{Ending, SessionConfig, Settling, Store, ThreadRecord, TurnCommit, UnderWay};
 use crate::telemetry::metrics::{Metrics, Outcome};
 
 /// What the stream reports when it ends.
@@ -47,10 +53,7 @@ enum Settled {
     NothingRan(Failure),
 }
 
-/// A report, and where the committer says it is done with it.
-type Report = body::Report<Settled>;
-
-/// How a turn ended, once its committer is done.
+/// How a turn ended, once it is written back.
 #[derive(Debug)]
 pub(super) enum Ended {
     Committed,
@@ -70,8 +73,8 @@ pub(super) struct TurnOwner {
 }
 
 impl TurnOwner {
-    /// The owner reporting to the committer behind `report`, for a session configured as
-    /// `config` once the turn is done, whose stored history held `stored` messages.
+    /// The owner reporting to `report`, for a session configured as `config` once the turn is
+    /// done, whose stored history held `stored` messages.
     pub(super) fn new(report: Reporter, config: SessionConfig, stored: usize) -> TurnOwner {
         TurnOwner {
             report: Some(report),
@@ -96,8 +99,7 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
         let (Some(report), Some(config)) = (self.report.take(), self.config.take()) else {
             return None;
         };
-        // The committer is gone only if the runtime is shutting down; nothing to wait for then.
-        report_and_hold(report.0, settle(pipeline, config, self.stored))
+        report.report(settle(pipeline, config, self.stored))
     }
 
     fn holds_end(&self) -> bool {
@@ -105,78 +107,125 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
     }
 }
 
-/// Where a turn's stream reports to: held by the request until its stream owns it. While it
-/// lives the turn is under way ([`Settling`] watches it).
-pub(super) struct Reporter(oneshot::Sender<Report>, #[allow(dead_code)] UnderWay);
+/// Where a turn's end is reported: held by the request until its stream owns it, and by the
+/// stream until it ends. While it lives the turn is under way ([`Settling`] watches it).
+pub(super) struct Reporter {
+    write: Option<WriteBack>,
+    _under_way: UnderWay,
+}
 
-impl Reporter {
-    /// The request ends without a stream: the session stays as it was, and this returns once
-    /// the committer has ended the turn.
-    pub(super) async fn close(self, committer: JoinHandle<Ended>) {
-        drop(self);
-        let _ = committer.await;
+/// What writing a turn back needs, until a task does it.
+struct WriteBack {
+    store: Arc<dyn Store>,
+    id: String,
+    metrics: Arc<Metrics>,
+    /// Ends the session's mark in [`Settling`] once the write is done, or when dropped.
+    ending: Ending,
+    ended: oneshot::Sender<Ended>,
+    /// The request's span, which the write's log lines belong to.
+    span: tracing::Span,
+}
+
+/// How the turn ended, once it is written back: [`Ended::Unchanged`] if the write never ran
+/// (the runtime shut down first).
+pub(super) struct Committed(oneshot::Receiver<Ended>);
+
+impl Committed {
+    pub(super) async fn ended(self) -> Ended {
+        self.0.await.unwrap_or(Ended::Unchanged)
     }
 }
 
-/// Spawns the committer of the turn now running on session `id`.
-pub(super) fn spawn(
+/// Begins the commit of the turn now running on session `id`.
+pub(super) fn begin(
     store: Arc<dyn Store>,
     id: String,
     metrics: Arc<Metrics>,
     settling: &Arc<Settling>,
-) -> (Reporter, JoinHandle<Ended>) {
-    let (tx, rx) = oneshot::channel();
+) -> (Reporter, Committed) {
+    let (ended, committed) = oneshot::channel();
     let (under_way, ending) = settling.track(&id);
-    let span = tracing::Span::current();
-    let task = tokio::spawn(
-        async move {
-            let ended = commit(store, &id, rx, metrics).await;
-            ending.ended();
-            ended
-        }
-        .instrument(span),
-    );
-    (Reporter(tx, under_way), task)
+    let write = WriteBack {
+        store,
+        id,
+        metrics,
+        ending,
+        ended,
+        span: tracing::Span::current(),
+    };
+    let reporter = Reporter {
+        write: Some(write),
+        _under_way: under_way,
+    };
+    (reporter, Committed(committed))
 }
 
-/// Waits for the turn's report, then writes it back. The task waits for as long as its turn
-/// streams, so what it holds meanwhile is kept small: the write, with the commit it carries
-/// and the store's future, is boxed once the report is in (840 bytes → 256 per open turn,
-/// `benches/` memory scenario).
-async fn commit(
-    store: Arc<dyn Store>,
-    id: &str,
-    report: oneshot::Receiver<Report>,
-    metrics: Arc<Metrics>,
-) -> Ended {
-    let report = report.await;
-    Box::pin(write_back(store, id, report, metrics)).await
+impl Reporter {
+    /// The request ends without a stream: the session stays as it was, and this returns once
+    /// the mark is ended.
+    pub(super) async fn close(self, committed: Committed) {
+        drop(self);
+        committed.ended().await;
+    }
+
+    /// Writes the turn's end back and holds the stream's last frame until it is written.
+    /// `None` when the runtime is shutting down: nothing to wait for then.
+    fn report(mut self, settled: Settled) -> Option<Hold> {
+        let task = self.write.take()?.spawn(Some(settled))?;
+        Some(Box::pin(async move {
+            let _ = task.await;
+        }))
+    }
 }
 
-async fn write_back(
-    store: Arc<dyn Store>,
-    id: &str,
-    report: Result<Report, oneshot::error::RecvError>,
-    metrics: Arc<Metrics>,
-) -> Ended {
-    // `_done` tells the stream the store has the turn when it drops, after the write.
-    let (commit, ended, _done) = match report {
-        Ok((Settled::Commit(commit), done)) => (Some(*commit), Ended::Committed, Some(done)),
-        Ok((Settled::NothingRan(failure), done)) => (None, Ended::NothingRan(failure), Some(done)),
-        Err(_) => (None, Ended::Unchanged, None),
-    };
-    let op = if commit.is_some() {
-        "commit_turn"
-    } else {
-        "end_turn"
-    };
-    match store.end_turn(id, commit).await {
-        Ok(()) => ended,
-        Err(error) => {
-            tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
-            metrics.store_error(op);
-            Ended::Unchanged
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        // No report: the session's mark is ended with the session unchanged.
+        if let Some(write) = self.write.take() {
+            write.spawn(None);
         }
+    }
+}
+
+impl WriteBack {
+    /// Runs the write as a task of its own, so that it is done even if whoever reported goes
+    /// away. `None` outside a runtime (dropped in a shutdown): the mark is then ended in
+    /// [`Settling`] alone, as the process that held it ends.
+    fn spawn(self, settled: Option<Settled>) -> Option<JoinHandle<()>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let span = self.span.clone();
+        Some(runtime.spawn(self.run(settled).instrument(span)))
+    }
+
+    async fn run(self, settled: Option<Settled>) {
+        let WriteBack {
+            store,
+            id,
+            metrics,
+            ending,
+            ended,
+            span: _,
+        } = self;
+        let (commit, outcome) = match settled {
+            Some(Settled::Commit(commit)) => (Some(*commit), Ended::Committed),
+            Some(Settled::NothingRan(failure)) => (None, Ended::NothingRan(failure)),
+            None => (None, Ended::Unchanged),
+        };
+        let op = if commit.is_some() {
+            "commit_turn"
+        } else {
+            "end_turn"
+        };
+        let outcome = match store.end_turn(&id, commit).await {
+            Ok(()) => outcome,
+            Err(error) => {
+                tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
+                metrics.store_error(op);
+                Ended::Unchanged
+            }
+        };
+        ending.ended();
+        let _ = ended.send(outcome);
     }
 }
 
@@ -359,7 +408,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
         let (id, mut pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(
+        let (reporter, committed) = begin(
             Arc::clone(&store),
             id.clone(),
             Arc::clone(&metrics),
@@ -380,7 +429,30 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             store.begin_turn(&id, &Principal::anonymous()).await.is_ok(),
             "the session is free"
         );
-        assert!(matches!(committer.await.unwrap(), Ended::Committed));
+        assert!(matches!(committed.ended().await, Ended::Committed));
+    }
+
+    /// An open turn holds no task: the write is spawned once the turn reports its end.
+    #[tokio::test]
+    async fn no_task_runs_for_a_turn_until_it_ends() {
+        let runtime = tokio::runtime::Handle::current().metrics();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let (id, mut pipeline) = finished_turn(&store).await;
+        let before = runtime.num_alive_tasks();
+        let (reporter, committed) = begin(
+            Arc::clone(&store),
+            id.clone(),
+            Metrics::new(),
+            &Arc::default(),
+        );
+        let mut owner = TurnOwner::new(reporter, SessionConfig::default(), 0);
+        assert_eq!(runtime.num_alive_tasks(), before, "nothing spawned yet");
+        let hold = owner
+            .ended(&mut pipeline, Outcome::Completed)
+            .expect("a hold");
+        assert_eq!(runtime.num_alive_tasks(), before + 1, "the write runs");
+        hold.await;
+        assert!(matches!(committed.ended().await, Ended::Committed));
     }
 
     #[tokio::test]
@@ -389,7 +461,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let store: Arc<dyn Store> =
             Arc::new(FailingCommit(MemoryStore::new(SessionLimits::default())));
         let (id, mut pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(
+        let (reporter, committed) = begin(
             Arc::clone(&store),
             id,
             Arc::clone(&metrics),
@@ -400,7 +472,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             .ended(&mut pipeline, Outcome::Completed)
             .expect("a hold")
             .await;
-        assert!(matches!(committer.await.unwrap(), Ended::Unchanged));
+        assert!(matches!(committed.ended().await, Ended::Unchanged));
         let exposition = metrics.encode();
         assert!(
             exposition.contains("session_store_errors_total{op=\"commit_turn\"} 1"),
@@ -413,8 +485,8 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
         let (id, _pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &Arc::default());
-        reporter.close(committer).await;
+        let (reporter, committed) = begin(Arc::clone(&store), id.clone(), metrics, &Arc::default());
+        reporter.close(committed).await;
         let session = store
             .begin_turn(&id, &Principal::anonymous())
             .await
@@ -428,7 +500,7 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
         let settling = Arc::new(Settling::new(std::time::Duration::from_secs(5)));
         let (id, _pipeline) = finished_turn(&store).await;
-        let (reporter, committer) = spawn(Arc::clone(&store), id.clone(), metrics, &settling);
+        let (reporter, committed) = begin(Arc::clone(&store), id.clone(), metrics, &settling);
         // Under way: nothing to wait for, the next turn is busy.
         tokio::time::timeout(std::time::Duration::from_secs(1), settling.settled(&id))
             .await
@@ -444,6 +516,6 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
             store.begin_turn(&id, &Principal::anonymous()).await.is_ok(),
             "the session is free"
         );
-        assert!(matches!(committer.await.unwrap(), Ended::Unchanged));
+        assert!(matches!(committed.ended().await, Ended::Unchanged));
     }
 }

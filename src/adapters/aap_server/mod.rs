@@ -24,8 +24,8 @@
 //! 429 `SESSION_LIMIT`, 507 `SESSION_STORAGE_FULL`, before anything is stored.
 //!
 //! The face owns its state: sessions live in the store it is handed, a turn's run is a
-//! pipeline it builds with the AAP writer, and the turn is written back by a committer task
-//! ([`commit`]) once the stream reports its end.
+//! pipeline it builds with the AAP writer, and the turn is written back ([`commit`]) by a task
+//! spawned once the stream reports its end.
 //!
 //! The agent behind a face speaks AG-UI, HAI, or AAP itself. An AAP agent is driven by the
 //! gateway's AAP client ([`relayed`]): each face session maps to exactly one agent session,

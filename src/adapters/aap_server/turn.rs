@@ -15,8 +15,8 @@
 //!    answer JSON (`none`). An agent that speaks AAP itself is run by the AAP client on the
 //!    session's own agent session (`super::relayed`); it gets no confirm tool, since it asks
 //!    its permissions itself.
-//! 6. Commit when the stream ends, however it ends, by the turn's committer task
-//!    (`super::commit`), which holds the session's running mark from step 1 on.
+//! 6. Commit when the stream ends, however it ends, by a task the turn's reporter spawns then
+//!    (`super::commit`); the reporter holds the session's running mark from step 1 on.
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock};
@@ -26,7 +26,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Map, Value};
 
-use super::commit::{self, Ended, Reporter, TurnOwner};
+use super::commit::{self, Committed, Ended, Reporter, TurnOwner};
 use super::relayed;
 use super::sessions::{client_tools, merge_options, server_tools};
 use super::{invalid, parse_body, store_failure, Face};
@@ -114,9 +114,9 @@ pub(super) async fn turn(
         begun => begun,
     }
     .map_err(store_failure)?;
-    // From here on the committer owns the session's running mark: a refusal below closes
-    // `reporter` and waits for the committer to end the mark with the session unchanged.
-    let (reporter, committer) = commit::spawn(
+    // From here on the reporter owns the session's running mark: a refusal below closes it
+    // and waits for the mark to be ended with the session unchanged.
+    let (reporter, committed) = commit::begin(
         Arc::clone(face.store),
         id.to_owned(),
         Arc::clone(relay.metrics()),
@@ -139,14 +139,14 @@ pub(super) async fn turn(
             prepared
         }
         Err(failure) => {
-            reporter.close(committer).await;
+            reporter.close(committed).await;
             return Err(failure);
         }
     };
     // Before the run starts: the input counts against the gateway's byte budget until the
-    // committer writes the turn back.
+    // turn is written back.
     if let Err(error) = face.store.charge_input(id, prepared.input_bytes).await {
-        reporter.close(committer).await;
+        reporter.close(committed).await;
         return Err(store_failure(error));
     }
     let span = tracing::info_span!(
@@ -159,18 +159,18 @@ pub(super) async fn turn(
     let turn = Turn {
         prepared,
         reporter,
-        committer,
+        committed,
         mode,
     };
     let headers = relay.upstream_headers(route, &parts);
     run(relay, face, route, headers, turn, span).await
 }
 
-/// A turn whose session is marked running, with the committer that will end the mark.
+/// A turn whose session is marked running, with the reporter that will end the mark.
 struct Turn {
     prepared: Prepared,
     reporter: Reporter,
-    committer: tokio::task::JoinHandle<Ended>,
+    committed: Committed,
     mode: StreamMode,
 }
 
@@ -461,7 +461,7 @@ async fn run(
     let Turn {
         prepared,
         reporter,
-        committer,
+        committed,
         mode,
     } = turn;
     let Prepared {
@@ -496,7 +496,7 @@ async fn run(
         {
             Ok(agent) => agent,
             Err(failure) => {
-                reporter.close(committer).await;
+                reporter.close(committed).await;
                 return Err(failure);
             }
         };
@@ -505,7 +505,7 @@ async fn run(
         let turn = TurnOwner::new(reporter, config, stored);
         let owner = relayed::Owner::new(agent.driver, turn);
         let body = relay.body(route, agent.source, pipeline, owner, span);
-        return respond(body, mode, committer).await;
+        return respond(body, mode, committed).await;
     }
     let opened = relay.open(route, headers, &input).await;
     let (upstream, framing) = match opened {
@@ -516,7 +516,7 @@ async fn run(
             let _entered = span.enter();
             tracing::warn!(code = %failure.code, message = %failure.message, "upstream refused the turn");
             drop(_entered);
-            reporter.close(committer).await;
+            reporter.close(committed).await;
             return match mode {
                 StreamMode::None => Err(Failure::new(failure.code, failure.message)),
                 _ => Ok(failed_stream()),
@@ -536,14 +536,14 @@ async fn run(
     let pipeline = Pipeline::from_parts(reader, writer, options);
     let owner = TurnOwner::new(reporter, config, stored);
     let body = relay.body(route, Source::Body(upstream), pipeline, owner, span);
-    respond(body, mode, committer).await
+    respond(body, mode, committed).await
 }
 
-/// The turn's response: the stream, or (`none`) its JSON once the committer has the turn.
+/// The turn's response: the stream, or (`none`) its JSON once the turn is written back.
 async fn respond<B>(
     body: B,
     mode: StreamMode,
-    committer: tokio::task::JoinHandle<Ended>,
+    committed: Committed,
 ) -> Result<Response<ResponseBody>, Failure>
 where
     B: http_body::Body<Data = bytes::Bytes, Error = std::convert::Infallible> + Send + 'static,
@@ -558,9 +558,9 @@ where
         Ok(c) => c.to_bytes(),
         Err(never) => match never {},
     };
-    // The answer waits for the committer, so the session holds the turn once the client has it.
-    match committer.await {
-        Ok(Ended::NothingRan(failure)) => Err(failure),
+    // The answer waits for the write, so the session holds the turn once the client has it.
+    match committed.ended().await {
+        Ended::NothingRan(failure) => Err(failure),
         _ => Ok(full(StatusCode::OK, Some("application/json"), bytes)),
     }
 }
