@@ -37,7 +37,7 @@
 //! resets the stream) while the upstream is connecting or has not answered yet, and drops the
 //! body when it goes away mid-stream; either drop closes the upstream connection. Nothing is
 //! spawned per request beyond what hyper's HTTP/2 server spawns per stream, and the AAP faces'
-//! committer tasks (one per turn, bounded by the turns running).
+//! write-back tasks (one per turn, spawned when the turn ends and done once it is stored).
 //!
 //! Protocols: HTTP/1.1, and HTTP/2 with prior knowledge (h2c) on the same port; with
 //! `tls_cert`/`tls_key`, HTTPS instead, HTTP/2 or HTTP/1.1 by ALPN. Each accepted connection is

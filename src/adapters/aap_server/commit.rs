@@ -455,6 +455,28 @@ data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         assert!(matches!(committed.ended().await, Ended::Committed));
     }
 
+    /// A reporter dropped where no runtime can take the write (a shutdown) does not panic, and
+    /// its mark no longer holds a next turn of this process.
+    #[test]
+    fn a_reporter_dropped_outside_a_runtime_ends_its_mark() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let settling = Arc::new(Settling::new(std::time::Duration::from_secs(5)));
+        let (id, _pipeline) = runtime.block_on(finished_turn(&store));
+        let (reporter, committed) =
+            begin(Arc::clone(&store), id.clone(), Metrics::new(), &settling);
+        drop(reporter);
+        runtime.block_on(async {
+            assert!(matches!(committed.ended().await, Ended::Unchanged));
+            tokio::time::timeout(std::time::Duration::from_secs(1), settling.settled(&id))
+                .await
+                .expect("no wait for a mark nobody will end");
+        });
+    }
+
     #[tokio::test]
     async fn a_failed_commit_is_logged_and_counted_and_the_stream_still_ends() {
         let metrics = Metrics::new();
