@@ -201,6 +201,11 @@ fn content_event(
         Layout::Refused => return Content::Refused,
         Layout::Other => {}
     }
+    if leading_type(data).is_some_and(|ty| !CONTENT_TYPES.iter().any(|c| c.as_str() == ty)) {
+        // Another type, named first as nearly every producer names it: no pass over the
+        // fields here (the lifecycle decoder makes its own).
+        return Content::Other;
+    }
     let (mut ty, mut message_id, mut tool_call_id, mut delta, mut timestamp) =
         (None, None, None, None, None);
     // Unknown fields: their keys (to refuse one twice) and their members text.
@@ -265,6 +270,17 @@ fn content_event(
     };
     out.push(kind.event(id.into_owned(), delta.into_owned(), base));
     Content::Read
+}
+
+/// The event's type when it is the object's first member, unescaped: `{"type":"RUN_STARTED",…`.
+/// A later `type` member would make the object one [`for_each_field`] refuses (a key twice).
+fn leading_type(data: &[u8]) -> Option<&str> {
+    let mut c = Cursor::new(data);
+    if !c.accept(br#"{"type":""#) {
+        return None;
+    }
+    let ty = c.plain_run()?;
+    c.accept(b"\"").then_some(ty)
 }
 
 /// The events that open and close a run and a message, as nearly every run sends them — only

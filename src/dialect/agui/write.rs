@@ -71,7 +71,7 @@ impl AguiWriter {
 
     /// Appends `data: <json>\n\n` for one canonical event.
     pub fn write(&mut self, event: Event, out: &mut BytesMut) {
-        if !self.write_content(&event, out) {
+        if !self.write_content(&event, out) && !self.write_bound(&event, out) {
             self.write_general(event, out);
         }
     }
@@ -164,6 +164,65 @@ impl AguiWriter {
             return true;
         }
         self.encode_content((ty, id_key), id, delta, base.timestamp, extra, out);
+        true
+    }
+
+    /// Writes the events that open and close a run and a text message, as nearly every run
+    /// sends them — ids, a role and name, at most a timestamp, nothing for the writer to fold —
+    /// by hand: the bytes serde would write, without the tagged and flattened serialisers. They
+    /// come once per run or message, when that code is cold, and with the reader's hand-written
+    /// decoding (`fast::lifecycle_event`) they were half of a one-event request's translation
+    /// (`benches/request_instructions.sh`). False: not such an event; nothing written.
+    fn write_bound(&self, event: &Event, out: &mut BytesMut) -> bool {
+        let base = event.base();
+        let plain = base.raw_event.is_none()
+            && base.metadata.is_none()
+            && base.subagent_run_id.is_none()
+            && base.extra.is_empty();
+        let fits = plain
+            && match event {
+                Event::RunStarted(e) => e.parent_run_id.is_none() && e.input.is_none(),
+                Event::RunFinished(e) => {
+                    e.result.is_none() && e.outcome.is_none() && e.usage.is_none()
+                }
+                Event::TextMessageStart(_) | Event::TextMessageEnd(_) => true,
+                _ => false,
+            };
+        if !fits {
+            return false;
+        }
+        let start = out.len();
+        out.reserve(96);
+        out.extend_from_slice(b"data: {\"type\":\"");
+        out.extend_from_slice(event.event_type().as_str().as_bytes());
+        out.extend_from_slice(b"\"");
+        match event {
+            Event::RunStarted(e) => {
+                member(out, "threadId", &e.thread_id);
+                member(out, "runId", &e.run_id);
+                // Declared by the writer, as `write_general` declares it.
+                member(out, "protocolVersion", self.version.as_str());
+            }
+            Event::RunFinished(e) => {
+                member(out, "threadId", &e.thread_id);
+                member(out, "runId", &e.run_id);
+            }
+            Event::TextMessageStart(e) => {
+                member(out, "messageId", &e.message_id);
+                member(out, "role", e.role.as_str());
+                if let Some(name) = &e.name {
+                    member(out, "name", name);
+                }
+            }
+            Event::TextMessageEnd(e) => member(out, "messageId", &e.message_id),
+            _ => {}
+        }
+        if let Some(ts) = base.timestamp {
+            out.extend_from_slice(b",\"timestamp\":");
+            json::write_int(out, ts);
+        }
+        out.extend_from_slice(b"}\n\n");
+        self.check_forwarded(&out[start..], || event.clone());
         true
     }
 
@@ -311,6 +370,14 @@ impl crate::dialect::codec::Writer for AguiWriter {
         self.check_forwarded(&out[start..], || delta.into_event());
         Some(Ok(()))
     }
+}
+
+/// Appends `,"key":"value"` (the key needs no escaping).
+fn member(out: &mut BytesMut, key: &str, value: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    json::write_str(out, value);
 }
 
 #[cfg(test)]
@@ -480,6 +547,72 @@ mod tests {
             format!("data: {whole}\n\n")
         );
         assert!(written(UnknownFields::Metadata, event(whole)).contains(r#""upstream":{"ts":5"#));
+    }
+
+    #[test]
+    fn run_and_message_bounds_are_written_in_their_plain_shape() {
+        let text = |version, v| {
+            let mut out = BytesMut::new();
+            AguiWriter::default()
+                .with_version(version)
+                .write(serde_json::from_value(v).unwrap(), &mut out);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        // `agui.md` §2.1 and §3.1: the members these events carry, the version the writer
+        // declares on `RUN_STARTED`, the role always present.
+        assert_eq!(
+            text(
+                ProtocolVersion::V1_0,
+                json!({"type":"RUN_STARTED","threadId":"t1","runId":"r1","timestamp":1700000000000_i64})
+            ),
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t1\",\"runId\":\"r1\",\"protocolVersion\":\"1.0\",\"timestamp\":1700000000000}\n\n"
+        );
+        assert_eq!(
+            text(
+                ProtocolVersion::V1_1,
+                json!({"type":"RUN_STARTED","threadId":"t1","runId":"r1","protocolVersion":"0.9"})
+            ),
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t1\",\"runId\":\"r1\",\"protocolVersion\":\"1.1\"}\n\n"
+        );
+        assert_eq!(
+            text(
+                ProtocolVersion::V1_0,
+                json!({"type":"TEXT_MESSAGE_START","messageId":"m\"1\n","name":"Zoë"})
+            ),
+            "data: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\\\"1\\n\",\"role\":\"assistant\",\"name\":\"Zoë\"}\n\n"
+        );
+        assert_eq!(
+            text(
+                ProtocolVersion::V1_0,
+                json!({"type":"TEXT_MESSAGE_END","messageId":"m1","timestamp":-5})
+            ),
+            "data: {\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\",\"timestamp\":-5}\n\n"
+        );
+        assert_eq!(
+            text(
+                ProtocolVersion::V1_0,
+                json!({"type":"RUN_FINISHED","threadId":"t1","runId":"r1"})
+            ),
+            "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t1\",\"runId\":\"r1\"}\n\n"
+        );
+        // More than that: the general encoding, which keeps what the plain shape has no
+        // place for.
+        let v = payload(&text(
+            ProtocolVersion::V1_0,
+            json!({"type":"RUN_FINISHED","threadId":"t1","runId":"r1","result":{"ok":true},"ts":3}),
+        ));
+        assert_eq!(
+            v,
+            json!({"type":"RUN_FINISHED","threadId":"t1","runId":"r1","result":{"ok":true},"metadata":{"upstream":{"ts":3}}})
+        );
+        let v = payload(&text(
+            ProtocolVersion::V1_0,
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m1","subagentRunId":"s1"}),
+        ));
+        assert_eq!(
+            v,
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m1","subagentRunId":"s1"})
+        );
     }
 
     #[test]
