@@ -126,23 +126,6 @@ pub trait RunOwner<R, W>: Send + Unpin + 'static {
 /// What a [`RunOwner`] makes the stream's last frame wait for.
 pub type Hold = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// What an owner reports to the task that keeps its results: the report, and a sender the
-/// task drops once it is done with it.
-pub type Report<T> = (T, tokio::sync::oneshot::Sender<()>);
-
-/// Hands `report` to the task behind `to` and holds the last frame until that task is done
-/// with it (or gone). `None` when the task is already gone: nothing to wait for.
-pub fn report_and_hold<T: Send + 'static>(
-    to: tokio::sync::oneshot::Sender<Report<T>>,
-    report: T,
-) -> Option<Hold> {
-    let (done_tx, done) = tokio::sync::oneshot::channel();
-    to.send((report, done_tx)).ok()?;
-    Some(Box::pin(async move {
-        let _ = done.await;
-    }))
-}
-
 impl<R: Send + 'static, W: Send + 'static> RunOwner<R, W> for () {}
 
 /// Where upstream bytes come from now.

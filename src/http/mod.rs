@@ -6,6 +6,7 @@
 //! - [`upstream`]: the pooled upstream client and its failures before the body; a response
 //!   body drives its own connection.
 //! - [`body`]: [`body::TranslatingBody`], the only async piece of a translated stream.
+//! - [`deferred`]: the work an owner does once its stream ends, as a task spawned then.
 //! - [`request_body`]: client request bodies, bounded in size and time, and the gateway-wide
 //!   budget of buffered request bytes.
 //! - [`response`]: the response body type, success shapes, and [`response::Refusal`].
@@ -23,6 +24,7 @@ pub mod body;
 pub mod client_body;
 pub mod clock;
 pub mod deadline;
+pub mod deferred;
 pub mod drain_deadline;
 pub mod h1;
 pub mod headers;

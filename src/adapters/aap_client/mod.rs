@@ -276,8 +276,8 @@ async fn first_turn(
             )
         }
     })?;
-    // From here on a task owns the end of the thread's mark; the stream reports to it.
-    lock(&state).thread = Some(thread::spawn(
+    // From here on the reporter owns the end of the thread's mark; the stream reports to it.
+    lock(&state).thread = Some(thread::begin(
         Arc::clone(&store),
         key.clone(),
         Arc::clone(&metrics),

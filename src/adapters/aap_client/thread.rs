@@ -1,21 +1,20 @@
 //! The end of a thread's run, off the stream's path: the run marks its AG-UI thread running in
-//! the store (one run per thread at a time), then [`spawn`]s a task that owns the end of that
-//! mark. When the stream ends, the [`super::driver::Driver`] sends the thread's final record
-//! over a one-shot channel; the task saves it and ends the mark. A channel closed without a
-//! report (the run failed before its first turn, or was dropped) ends the mark with what was
-//! saved so far. Store failures are logged and counted, never a panic; the stream's last frame
-//! waits for the task, so the thread is free when the client sends its next run, and a run of
-//! a client that left is waited for by the thread's next run ([`Settling`]).
+//! the store (one run per thread at a time) and [`begin`]s the end of that mark, a
+//! [`ThreadReporter`]. When the stream ends, the [`super::driver::Driver`] reports the
+//! thread's final record; a task then saves it and ends the mark ([`Deferred`]: spawned when
+//! the run ends, not while it streams). A reporter dropped without a report (the run failed
+//! before its first turn, or was dropped) ends the mark with what was saved so far. Store
+//! failures are logged and counted, never a panic; the stream's last frame waits for the task,
+//! so the thread is free when the client sends its next run, and a run of a client that left is
+//! waited for by the thread's next run ([`Settling`]).
 //!
 //! A record's [`key`] holds the route, the principal and the AG-UI thread id, so each caller
 //! has threads of its own whatever ids clients choose.
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
-use tracing::Instrument;
-
-use crate::http::body::{self, report_and_hold, Hold};
+use crate::http::body::Hold;
+use crate::http::deferred::{Deferred, EndJob};
 use crate::session::{Ending, Principal, Settling, Store, ThreadRecord, UnderWay};
 use crate::telemetry::metrics::Metrics;
 
@@ -30,32 +29,57 @@ pub(super) fn key(path: &str, principal: &Principal, thread_id: &str) -> String 
     )
 }
 
-/// The record to save (none: leave the saved one), and where the task says it is done.
-type Report = body::Report<Option<ThreadRecord>>;
-
 /// Where a run reports its thread's final record.
-pub(super) struct ThreadReporter(oneshot::Sender<Report>, #[allow(dead_code)] UnderWay);
+pub(super) struct ThreadReporter(Deferred<EndRun>, #[allow(dead_code)] UnderWay);
 
 impl ThreadReporter {
-    /// Hands `record` to the task; the returned hold resolves once it is saved and the thread
-    /// is free.
+    /// Hands `record` (none: leave the saved one) to the task that saves it; the returned hold
+    /// resolves once it is saved and the thread is free.
     pub(super) fn report(self, record: Option<ThreadRecord>) -> Option<Hold> {
-        report_and_hold(self.0, record)
+        self.0.report(record)
     }
 }
 
-/// Spawns the task that ends the run now marked on thread `key`.
-pub(super) fn spawn(
+/// Begins the end of the run now marked on thread `key`.
+pub(super) fn begin(
     store: Arc<dyn Store>,
     key: String,
     metrics: Arc<Metrics>,
     settling: &Arc<Settling>,
 ) -> ThreadReporter {
-    let (tx, rx) = oneshot::channel();
     let (under_way, ending) = settling.track(&key);
-    let span = tracing::Span::current();
-    tokio::spawn(end_run(store, key, rx, metrics, ending).instrument(span));
-    ThreadReporter(tx, under_way)
+    let end = EndRun {
+        store,
+        key,
+        metrics,
+        ending,
+    };
+    ThreadReporter(Deferred::new(end), under_way)
+}
+
+/// What ending a thread's run needs, until the run ends and a task does it.
+struct EndRun {
+    store: Arc<dyn Store>,
+    key: String,
+    metrics: Arc<Metrics>,
+    /// Ends the thread's mark in [`Settling`] once the writes are done, or when dropped.
+    ending: Ending,
+}
+
+impl EndJob for EndRun {
+    /// The record to save; none: leave the saved one.
+    type Report = Option<ThreadRecord>;
+
+    async fn run(self, record: Option<Option<ThreadRecord>>) {
+        if let Some(record) = record.flatten() {
+            save(self.store.as_ref(), &self.key, record, &self.metrics).await;
+        }
+        if let Err(error) = self.store.end_thread(&self.key).await {
+            tracing::error!(%error, "could not end the thread's run");
+            self.metrics.store_error("end_thread");
+        }
+        self.ending.ended();
+    }
 }
 
 /// Saves a record within a run, logging and counting a failure (the run goes on: a lost
@@ -67,31 +91,64 @@ pub(super) async fn save(store: &dyn Store, key: &str, record: ThreadRecord, met
     }
 }
 
-async fn end_run(
-    store: Arc<dyn Store>,
-    key: String,
-    report: oneshot::Receiver<Report>,
-    metrics: Arc<Metrics>,
-    ending: Ending,
-) {
-    // `_done` tells the stream the thread is free when it drops, after the writes.
-    let (record, _done) = match report.await {
-        Ok((record, done)) => (record, Some(done)),
-        Err(_) => (None, None),
-    };
-    if let Some(record) = record {
-        save(store.as_ref(), &key, record, &metrics).await;
-    }
-    if let Err(error) = store.end_thread(&key).await {
-        tracing::error!(%error, "could not end the thread's run");
-        metrics.store_error("end_thread");
-    }
-    ending.ended();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::{MemoryStore, SessionLimits};
+
+    /// A running thread holds no task; its record is saved and the thread freed by one spawned
+    /// when the run reports, before the hold resolves.
+    #[tokio::test]
+    async fn no_task_runs_for_a_thread_until_its_run_ends() {
+        let runtime = tokio::runtime::Handle::current().metrics();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let owner = Principal::new("a");
+        let key = key("/r", &owner, "t");
+        assert!(store.begin_thread(&key, &owner).await.unwrap().is_none());
+        let before = runtime.num_alive_tasks();
+        let reporter = begin(
+            Arc::clone(&store),
+            key.clone(),
+            Metrics::new(),
+            &Arc::default(),
+        );
+        assert_eq!(runtime.num_alive_tasks(), before, "nothing spawned yet");
+        let record = ThreadRecord {
+            session_id: "sess_1".into(),
+            ..ThreadRecord::default()
+        };
+        let hold = reporter.report(Some(record)).expect("a hold");
+        assert_eq!(runtime.num_alive_tasks(), before + 1, "the save runs");
+        hold.await;
+        let saved = store
+            .begin_thread(&key, &owner)
+            .await
+            .expect("the thread is free");
+        assert_eq!(saved.map(|r| r.session_id), Some("sess_1".to_owned()));
+    }
+
+    /// A run dropped without a report still frees its thread, the saved record unchanged.
+    #[tokio::test]
+    async fn a_run_dropped_without_a_report_frees_its_thread() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(SessionLimits::default()));
+        let owner = Principal::new("a");
+        let key = key("/r", &owner, "t");
+        store.begin_thread(&key, &owner).await.unwrap();
+        let settling = Arc::new(Settling::new(std::time::Duration::from_secs(5)));
+        drop(begin(
+            Arc::clone(&store),
+            key.clone(),
+            Metrics::new(),
+            &settling,
+        ));
+        tokio::time::timeout(std::time::Duration::from_secs(5), settling.settled(&key))
+            .await
+            .expect("the mark ends");
+        assert!(
+            store.begin_thread(&key, &owner).await.is_ok(),
+            "the thread is free"
+        );
+    }
 
     #[test]
     fn keys_differ_per_principal_and_cannot_be_forged() {

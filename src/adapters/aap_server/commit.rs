@@ -4,15 +4,11 @@
 //! that owns the end of that mark, and [`Committed`], which says how the turn ended once it is
 //! written back. The stream's [`TurnOwner`] settles the turn when the stream ends (terminal
 //! event, or the client went away: then from the body's `Drop`) and hands the result to the
-//! reporter, which spawns the task that writes it to the store. A reporter dropped without a
-//! report (the request failed before its stream started, or its future was dropped) spawns the
-//! task that ends the mark with the session unchanged. Nothing writes the store from `Drop`
-//! itself; a store failure is logged and counted (`session_store_errors_total`), never a panic.
-//!
-//! The task is spawned when the turn ends, not when it begins: a task waiting for its turn's
-//! report for as long as the turn streams (its header, its future, a channel) cost about half a
-//! KiB of RSS per open turn (9,950 open AAP turns, `benches/RESULTS.md`), where the reporter
-//! holds what the write needs and nothing else.
+//! reporter, which spawns the task that writes it to the store ([`Deferred`]: spawned when the
+//! turn ends, not while it streams). A reporter dropped without a report (the request failed
+//! before its stream started, or its future was dropped) spawns the task that ends the mark
+//! with the session unchanged. Nothing writes the store from `Drop` itself; a store failure is
+//! logged and counted (`session_store_errors_total`), never a panic.
 //!
 //! The stream's last frame waits for the write ([`crate::http::body::Hold`]), and a request
 //! refused after the mark was taken waits for it too ([`Reporter::close`]): a client that has
@@ -31,9 +27,9 @@
 
 use std::sync::Arc;
 
+use std::future::Future;
+
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tracing::Instrument;
 
 use crate::adapters::aap_client::planner;
 use crate::dialect::aap::types::StopReason;
@@ -41,6 +37,7 @@ use crate::dialect::aap::AapWriter;
 use crate::dialect::Reader;
 use crate::error::{ErrorCode, Failure};
 use crate::http::body::{Hold, RunOwner};
+use crate::http::deferred::{Deferred, EndJob};
 use crate::pipeline::Pipeline;
 use crate::session::{Ending, SessionConfig, Settling, Store, ThreadRecord, TurnCommit, UnderWay};
 use crate::telemetry::metrics::{Metrics, Outcome};
@@ -110,11 +107,11 @@ impl<R: Reader + 'static> RunOwner<R, AapWriter> for TurnOwner {
 /// Where a turn's end is reported: held by the request until its stream owns it, and by the
 /// stream until it ends. While it lives the turn is under way ([`Settling`] watches it).
 pub(super) struct Reporter {
-    write: Option<WriteBack>,
+    write: Deferred<WriteBack>,
     _under_way: UnderWay,
 }
 
-/// What writing a turn back needs, until a task does it.
+/// What writing a turn back needs, until the stream ends and a task does it.
 struct WriteBack {
     store: Arc<dyn Store>,
     id: String,
@@ -122,8 +119,6 @@ struct WriteBack {
     /// Ends the session's mark in [`Settling`] once the write is done, or when dropped.
     ending: Ending,
     ended: oneshot::Sender<Ended>,
-    /// The request's span, which the write's log lines belong to.
-    span: tracing::Span,
 }
 
 /// How the turn ended, once it is written back: [`Ended::Unchanged`] if the write never ran
@@ -151,10 +146,9 @@ pub(super) fn begin(
         metrics,
         ending,
         ended,
-        span: tracing::Span::current(),
     };
     let reporter = Reporter {
-        write: Some(write),
+        write: Deferred::new(write),
         _under_way: under_way,
     };
     (reporter, Committed(committed))
@@ -170,62 +164,45 @@ impl Reporter {
 
     /// Writes the turn's end back and holds the stream's last frame until it is written.
     /// `None` when the runtime is shutting down: nothing to wait for then.
-    fn report(mut self, settled: Settled) -> Option<Hold> {
-        let task = self.write.take()?.spawn(Some(settled))?;
-        Some(Box::pin(async move {
-            let _ = task.await;
-        }))
+    fn report(self, settled: Settled) -> Option<Hold> {
+        self.write.report(settled)
     }
 }
 
-impl Drop for Reporter {
-    fn drop(&mut self) {
-        // No report: the session's mark is ended with the session unchanged.
-        if let Some(write) = self.write.take() {
-            write.spawn(None);
-        }
-    }
-}
+impl EndJob for WriteBack {
+    type Report = Settled;
 
-impl WriteBack {
-    /// Runs the write as a task of its own, so that it is done even if whoever reported goes
-    /// away. `None` outside a runtime (dropped in a shutdown): the mark is then ended in
-    /// [`Settling`] alone, as the process that held it ends.
-    fn spawn(self, settled: Option<Settled>) -> Option<JoinHandle<()>> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let span = self.span.clone();
-        Some(runtime.spawn(self.run(settled).instrument(span)))
-    }
-
-    async fn run(self, settled: Option<Settled>) {
+    /// No report: the session's mark is ended with the session unchanged.
+    fn run(self, settled: Option<Settled>) -> impl Future<Output = ()> + Send + 'static {
         let WriteBack {
             store,
             id,
             metrics,
             ending,
             ended,
-            span: _,
         } = self;
-        let (commit, outcome) = match settled {
-            Some(Settled::Commit(commit)) => (Some(*commit), Ended::Committed),
-            Some(Settled::NothingRan(failure)) => (None, Ended::NothingRan(failure)),
-            None => (None, Ended::Unchanged),
-        };
-        let op = if commit.is_some() {
-            "commit_turn"
-        } else {
-            "end_turn"
-        };
-        let outcome = match store.end_turn(&id, commit).await {
-            Ok(()) => outcome,
-            Err(error) => {
-                tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
-                metrics.store_error(op);
-                Ended::Unchanged
-            }
-        };
-        ending.ended();
-        let _ = ended.send(outcome);
+        async move {
+            let (commit, outcome) = match settled {
+                Some(Settled::Commit(commit)) => (Some(*commit), Ended::Committed),
+                Some(Settled::NothingRan(failure)) => (None, Ended::NothingRan(failure)),
+                None => (None, Ended::Unchanged),
+            };
+            let op = if commit.is_some() {
+                "commit_turn"
+            } else {
+                "end_turn"
+            };
+            let outcome = match store.end_turn(&id, commit).await {
+                Ok(()) => outcome,
+                Err(error) => {
+                    tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
+                    metrics.store_error(op);
+                    Ended::Unchanged
+                }
+            };
+            ending.ended();
+            let _ = ended.send(outcome);
+        }
     }
 }
 
