@@ -519,14 +519,6 @@ impl Gateway {
                 allow: Some("POST"),
             });
         }
-        // Opening a stream is the longest run of work between two waits: about 100 µs on cold
-        // caches from the request's read to the upstream's write, against ~10 µs per event,
-        // and the events of every open stream that arrive meanwhile wait behind it (on one
-        // CPU, the p99 of their latency). The connection gives way once the head is read
-        // (`h1::ask`); the request gives way again here, after its routing, and before the
-        // upstream call, so that no stretch of it is longer than about a third
-        // (`benches/RESULTS.md`, "A new stream's work in three parts").
-        tokio::task::yield_now().await;
         let (parts, body) = request.into_parts();
         let body = read_body(body, route.limits.max_request_bytes, &self.budget).await?;
         let mut new_id = || uuid::Uuid::new_v4().to_string();
@@ -557,7 +549,6 @@ impl Gateway {
             }
             Dialect::AgUi | Dialect::Hai => {}
         }
-        tokio::task::yield_now().await;
         let (upstream, framing) = self.relay.open(route, headers, &input).await?;
         let pipeline = self.relay.pipeline(route, &input, framing)?;
         let body = self

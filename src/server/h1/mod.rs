@@ -232,9 +232,6 @@ where
         writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         writer.flush().await?;
     }
-    // Give way before the request's own work: the events of streams already open that
-    // arrived while this head was read go out first (see `server::Gateway::stream`).
-    tokio::task::yield_now().await;
     let responding = service(Request::from_parts(parts, body));
     Ok(until_gone(inbound, settings.max_head, responding)
         .await

@@ -172,31 +172,6 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection_until_close(
     served.await.unwrap().unwrap();
 }
 
-/// A request's own work waits for what was already ready to run: on one thread, a stream's
-/// event that arrived while the request was read goes out before the request is handled.
-#[tokio::test]
-async fn a_request_is_handled_after_the_work_that_was_ready_when_it_was_read() {
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    client
-        .write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let drain = Drain::new();
-    let seen = Arc::clone(&order);
-    let served = serve_pipe(server, &drain, move |request| {
-        seen.lock().unwrap().push("request");
-        echo(request)
-    });
-    let seen = Arc::clone(&order);
-    // Spawned after the connection, so it runs after the connection's first poll.
-    let other = tokio::spawn(async move { seen.lock().unwrap().push("other") });
-    assert!(read_to_end(&mut client).await.contains("GET /a []"));
-    served.await.unwrap().unwrap();
-    other.await.unwrap();
-    assert_eq!(*order.lock().unwrap(), ["other", "request"]);
-}
-
 #[tokio::test]
 async fn the_last_request_a_connection_may_carry_is_answered_with_close() {
     let (mut client, server) = tokio::io::duplex(64 * 1024);
