@@ -27,8 +27,6 @@
 
 use std::sync::Arc;
 
-use std::future::Future;
-
 use tokio::sync::oneshot;
 
 use crate::adapters::aap_client::planner;
@@ -173,36 +171,27 @@ impl EndJob for WriteBack {
     type Report = Settled;
 
     /// No report: the session's mark is ended with the session unchanged.
-    fn run(self, settled: Option<Settled>) -> impl Future<Output = ()> + Send + 'static {
-        let WriteBack {
-            store,
-            id,
-            metrics,
-            ending,
-            ended,
-        } = self;
-        async move {
-            let (commit, outcome) = match settled {
-                Some(Settled::Commit(commit)) => (Some(*commit), Ended::Committed),
-                Some(Settled::NothingRan(failure)) => (None, Ended::NothingRan(failure)),
-                None => (None, Ended::Unchanged),
-            };
-            let op = if commit.is_some() {
-                "commit_turn"
-            } else {
-                "end_turn"
-            };
-            let outcome = match store.end_turn(&id, commit).await {
-                Ok(()) => outcome,
-                Err(error) => {
-                    tracing::error!(%error, session_id = %id, "could not write the turn back to its session");
-                    metrics.store_error(op);
-                    Ended::Unchanged
-                }
-            };
-            ending.ended();
-            let _ = ended.send(outcome);
-        }
+    async fn run(self, settled: Option<Settled>) {
+        let (commit, outcome) = match settled {
+            Some(Settled::Commit(commit)) => (Some(*commit), Ended::Committed),
+            Some(Settled::NothingRan(failure)) => (None, Ended::NothingRan(failure)),
+            None => (None, Ended::Unchanged),
+        };
+        let op = if commit.is_some() {
+            "commit_turn"
+        } else {
+            "end_turn"
+        };
+        let outcome = match self.store.end_turn(&self.id, commit).await {
+            Ok(()) => outcome,
+            Err(error) => {
+                tracing::error!(%error, session_id = %self.id, "could not write the turn back to its session");
+                self.metrics.store_error(op);
+                Ended::Unchanged
+            }
+        };
+        self.ending.ended();
+        let _ = self.ended.send(outcome);
     }
 }
 
