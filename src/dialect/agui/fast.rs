@@ -199,12 +199,9 @@ fn content_event(
             return Content::Read;
         }
         Layout::Refused => return Content::Refused,
+        // No pass over the fields here: the lifecycle decoder makes its own.
+        Layout::NotContent => return Content::Other,
         Layout::Other => {}
-    }
-    if leading_type(data).is_some_and(|ty| !CONTENT_TYPES.iter().any(|c| c.as_str() == ty)) {
-        // Another type, named first as nearly every producer names it: no pass over the
-        // fields here (the lifecycle decoder makes its own).
-        return Content::Other;
     }
     let (mut ty, mut message_id, mut tool_call_id, mut delta, mut timestamp) =
         (None, None, None, None, None);
@@ -270,17 +267,6 @@ fn content_event(
     };
     out.push(kind.event(id.into_owned(), delta.into_owned(), base));
     Content::Read
-}
-
-/// The event's type when it is the object's first member, unescaped: `{"type":"RUN_STARTED",…`.
-/// A later `type` member would make the object one [`for_each_field`] refuses (a key twice).
-fn leading_type(data: &[u8]) -> Option<&str> {
-    let mut c = Cursor::new(data);
-    if !c.accept(br#"{"type":""#) {
-        return None;
-    }
-    let ty = c.plain_run()?;
-    c.accept(b"\"").then_some(ty)
 }
 
 /// The events that open and close a run and a message, as nearly every run sends them — only
@@ -371,6 +357,10 @@ enum Layout<'a> {
     Refused,
     /// Not this layout.
     Other,
+    /// Another type, named first (unescaped) as nearly every producer names it: not a content
+    /// delta whatever follows (a second `type` member is a key twice, which no decoder here
+    /// takes).
+    NotContent,
 }
 
 /// A content delta as the SDKs write it — `{"type":…,"messageId":…,"delta":…}` (`toolCallId`
@@ -401,6 +391,8 @@ fn sdk_layout<'a>(data: &'a [u8], scratch: &mut Scratch) -> Layout<'a> {
             &br#","toolCallId":""#[..],
             &scratch.aliases[2],
         )
+    } else if c.plain_run().is_some() && c.accept(b"\"") {
+        return Layout::NotContent;
     } else {
         return Layout::Other;
     };

@@ -141,7 +141,7 @@ impl AguiWriter {
             ),
             _ => return false,
         };
-        if base.raw_event.is_some() || base.metadata.is_some() || base.subagent_run_id.is_some() {
+        if !is_bare(base) {
             return false;
         }
         let extra = base.extra.members();
@@ -175,47 +175,45 @@ impl AguiWriter {
     /// (`benches/request_instructions.sh`). False: not such an event; nothing written.
     fn write_bound(&self, event: &Event, out: &mut BytesMut) -> bool {
         let base = event.base();
-        let plain = base.raw_event.is_none()
-            && base.metadata.is_none()
-            && base.subagent_run_id.is_none()
-            && base.extra.is_empty();
-        let fits = plain
-            && match event {
-                Event::RunStarted(e) => e.parent_run_id.is_none() && e.input.is_none(),
-                Event::RunFinished(e) => {
-                    e.result.is_none() && e.outcome.is_none() && e.usage.is_none()
-                }
-                Event::TextMessageStart(_) | Event::TextMessageEnd(_) => true,
-                _ => false,
-            };
-        if !fits {
+        if !is_bare(base) || !base.extra.is_empty() {
             return false;
         }
+        // Each event's members after its type, in serde's order; `None`: absent.
+        let members: [(&str, Option<&str>); 3] = match event {
+            Event::RunStarted(e) if e.parent_run_id.is_none() && e.input.is_none() => [
+                ("threadId", Some(&e.thread_id)),
+                ("runId", Some(&e.run_id)),
+                // Declared by the writer, as `write_general` declares it.
+                ("protocolVersion", Some(self.version.as_str())),
+            ],
+            Event::RunFinished(e)
+                if e.result.is_none() && e.outcome.is_none() && e.usage.is_none() =>
+            {
+                [
+                    ("threadId", Some(&e.thread_id)),
+                    ("runId", Some(&e.run_id)),
+                    ("", None),
+                ]
+            }
+            Event::TextMessageStart(e) => [
+                ("messageId", Some(&e.message_id)),
+                ("role", Some(e.role.as_str())),
+                ("name", e.name.as_deref()),
+            ],
+            Event::TextMessageEnd(e) => {
+                [("messageId", Some(&e.message_id)), ("", None), ("", None)]
+            }
+            _ => return false,
+        };
         let start = out.len();
         out.reserve(96);
         out.extend_from_slice(b"data: {\"type\":\"");
         out.extend_from_slice(event.event_type().as_str().as_bytes());
         out.extend_from_slice(b"\"");
-        match event {
-            Event::RunStarted(e) => {
-                member(out, "threadId", &e.thread_id);
-                member(out, "runId", &e.run_id);
-                // Declared by the writer, as `write_general` declares it.
-                member(out, "protocolVersion", self.version.as_str());
+        for (key, value) in members {
+            if let Some(value) = value {
+                member(out, key, value);
             }
-            Event::RunFinished(e) => {
-                member(out, "threadId", &e.thread_id);
-                member(out, "runId", &e.run_id);
-            }
-            Event::TextMessageStart(e) => {
-                member(out, "messageId", &e.message_id);
-                member(out, "role", e.role.as_str());
-                if let Some(name) = &e.name {
-                    member(out, "name", name);
-                }
-            }
-            Event::TextMessageEnd(e) => member(out, "messageId", &e.message_id),
-            _ => {}
         }
         if let Some(ts) = base.timestamp {
             out.extend_from_slice(b",\"timestamp\":");
@@ -244,8 +242,7 @@ impl AguiWriter {
         out.extend_from_slice(id_key.as_bytes());
         out.extend_from_slice(b"\":");
         json::write_str(out, id);
-        out.extend_from_slice(b",\"delta\":");
-        json::write_str(out, delta);
+        member(out, "delta", delta);
         if let Some(ts) = timestamp {
             out.extend_from_slice(b",\"timestamp\":");
             json::write_int(out, ts);
@@ -370,6 +367,12 @@ impl crate::dialect::codec::Writer for AguiWriter {
         self.check_forwarded(&out[start..], || delta.into_event());
         Some(Ok(()))
     }
+}
+
+/// Whether an event carries none of the base fields a hand-written frame leaves out: a raw
+/// event, metadata, a subagent lane.
+fn is_bare(base: &crate::event::EventBase) -> bool {
+    base.raw_event.is_none() && base.metadata.is_none() && base.subagent_run_id.is_none()
 }
 
 /// Appends `,"key":"value"` (the key needs no escaping).
