@@ -109,7 +109,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
 
     async fn read_head(&mut self, method: &Method) -> Result<Response<()>, WireError> {
         loop {
-            if let Some((response, len)) = parse_head(&self.pending)? {
+            // Nothing to parse before the first read (a parse prepares its header slots first).
+            let parsed = if self.pending.is_empty() {
+                None
+            } else {
+                parse_head(&self.pending)?
+            };
+            if let Some((response, len)) = parsed {
                 self.pending.advance(len);
                 if response.status().is_informational() {
                     if response.status() == StatusCode::SWITCHING_PROTOCOLS {

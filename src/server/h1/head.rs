@@ -43,9 +43,11 @@ pub struct RequestHead {
 /// Parses the request head at the start of `buf`: `Ok(None)` while it is incomplete, with its
 /// length once complete.
 pub fn parse(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, BadHead> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    let len = match request.parse(buf) {
+    // Slots httparse fills as it goes: none of the 4 KiB is written before it is used.
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    let len = match request.parse_with_uninit_headers(buf, &mut headers) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
