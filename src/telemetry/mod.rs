@@ -44,12 +44,19 @@ pub fn init(format: LogFormat) -> Telemetry {
         Ok(traces) => (traces, None),
         Err(error) => (None, Some(error)),
     };
-    let logged = tracing_subscriber::registry().with(logs::layer(format));
+    let filter = logs::filter();
     // Two subscriber types rather than an optional layer: without export, nothing of the
-    // trace layer is in the way of any event.
+    // trace layer is in the way of any event, and `RUST_LOG` filters the whole subscriber.
     let installed = match &traces {
-        Some(traces) => logged.with(traces.layer()).try_init().is_ok(),
-        None => logged.try_init().is_ok(),
+        Some(traces) => tracing_subscriber::registry()
+            .with(logs::layer(format, filter))
+            .with(traces.layer())
+            .try_init()
+            .is_ok(),
+        None => tracing_subscriber::registry()
+            .with(logs::sole_layer(format, filter))
+            .try_init()
+            .is_ok(),
     };
     if let Some(error) = failed {
         tracing::warn!(%error, "traces are not exported");
