@@ -22,6 +22,7 @@ use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use super::clock::LogTime;
 use super::json::JsonLines;
 
 /// How log events are written.
@@ -138,6 +139,7 @@ where
 {
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_timer(LogTime)
         .with_target(false);
     match format {
         LogFormat::Text => layer

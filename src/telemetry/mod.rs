@@ -10,6 +10,7 @@
 
 #[cfg(test)]
 pub(crate) mod captured;
+mod clock;
 mod export;
 pub mod json;
 pub mod logs;
