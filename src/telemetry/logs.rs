@@ -102,8 +102,9 @@ where
 ///
 /// Both filters decide the same for such directives (the most specific target wins, a bare
 /// target means every level). `EnvFilter` also tracks every span entered and left, to match
-/// span directives: a lock and a hash lookup on every poll of an instrumented future, about a
-/// tenth of a request's hashing under callgrind, for directives that are never there.
+/// span directives: a lock and a hash lookup on every poll of an instrumented future (about
+/// three quarters of a one-event request's SipHash work under callgrind), for directives that
+/// are never there.
 fn targets(spec: &str) -> Option<Targets> {
     let mut targets = Targets::new();
     let mut any = false;
