@@ -15,11 +15,9 @@ use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
-
-use super::clock::LogTime;
 
 /// See the module docs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,7 +53,7 @@ where
         fields.extend(visitor.0);
 
         let mut timestamp = String::new();
-        LogTime.format_time(&mut Writer::new(&mut timestamp))?;
+        SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
         let mut line = Map::with_capacity(fields.len() + 3);
         line.insert("timestamp".into(), Value::String(timestamp));
         line.insert(

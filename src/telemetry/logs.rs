@@ -22,7 +22,6 @@ use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use super::clock::LogTime;
 use super::json::JsonLines;
 
 /// How log events are written.
@@ -140,7 +139,6 @@ where
 {
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_timer(LogTime)
         .with_target(false);
     match format {
         LogFormat::Text => layer

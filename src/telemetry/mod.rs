@@ -10,7 +10,6 @@
 
 #[cfg(test)]
 pub(crate) mod captured;
-mod clock;
 mod export;
 pub mod json;
 pub mod logs;
