@@ -180,7 +180,7 @@ impl<'writer> FormatFields<'writer> for EscapedFields {
                 }
                 written.and(copied)
             }
-            // A field's `Debug` that logs: written in place.
+            // Already in use on this thread (the formatting re-entered): written in place.
             Err(_) => write_fields(writer, fields),
         })
     }
