@@ -77,6 +77,13 @@ pub struct Outcome {
     pub markers: u64,
     /// Receive − send of the last marker, one per received event with markers.
     pub latencies_ns: Vec<u64>,
+    /// Send time (epoch ns) of the marker each of `latencies_ns` was taken from.
+    pub sent_at_ns: Vec<u64>,
+    /// This stream's opening, epoch ns: from its first request's send (an AAP session's, else
+    /// the run's) to the upstream having the run (the first content event's `q=` stamp). The
+    /// process in the middle opens the stream in between; an event of another stream that
+    /// reached it then may wait for that work.
+    pub opening: Option<(u64, u64)>,
     pub ttfb_ns: u64,
     pub ttfe_ns: Option<u64>,
     /// The hop's share of the time to first event: request sent → the mock had it, plus the
@@ -172,6 +179,8 @@ async fn run(
     out: &mut Outcome,
 ) -> anyhow::Result<()> {
     let host = target.addr.to_string();
+    // An AAP stream opens with its session: that request is part of the opening.
+    let began_ns = marker::now_ns();
     let path = if target.face.is_aap() {
         let started = Instant::now();
         let created = post(
@@ -249,10 +258,12 @@ async fn run(
             let mut last = None;
             let mut bad = None;
             let mut first_hop = None;
+            let mut opening = None;
             marker::scan(event, |m| {
                 if let (0, Some(request_ns)) = (m.seq, m.request_ns) {
                     first_hop =
                         Some(request_ns.saturating_sub(sent_ns) + at.saturating_sub(m.sent_ns));
+                    opening = Some((began_ns, request_ns));
                 }
                 if m.seq != next_seq % 1_000_000 && bad.is_none() {
                     bad = Some((m.seq, next_seq));
@@ -263,8 +274,12 @@ async fn run(
             if let Some((got, want)) = bad {
                 bail!("marker {got} where {want} was due");
             }
+            if opening.is_some() {
+                out.opening = opening;
+            }
             if let Some(sent_ns) = last {
                 out.latencies_ns.push(at.saturating_sub(sent_ns));
+                out.sent_at_ns.push(sent_ns);
                 out.last_sent = sent_ns;
                 if out.first_marker_at.is_none() {
                     out.first_marker_at = Some(at);

@@ -27,6 +27,12 @@ pub const CPU_PER_EVENT: &str = "CPU per event, process in the middle";
 pub const TTFE_HOP: &str = "TTFE (hop)";
 /// Figures of each stream's last content event alone.
 pub const LAST_EVENT: &str = "last-event latency";
+/// Per-event latency of the events that reached the process in the middle while no other
+/// stream was opening (see [`Openings`]).
+pub const OUTSIDE_OPENINGS: &str = "latency outside openings";
+/// Share of the events sent while another stream was opening, of all and of those over p99.
+pub const DURING_OPENINGS: &str = "events during openings";
+pub const TAIL_DURING_OPENINGS: &str = "events over p99 during openings";
 /// Streams started per second.
 const RATE: u64 = 100;
 /// Content events per stream.
@@ -51,8 +57,37 @@ struct Run {
     /// The hop's share of TTFE (`client::Outcome::ttfe_hop_ns`).
     ttfe_hop: [f64; 3],
     ttfb: [f64; 2],
+    /// p50 and p99 of the events sent while no stream was opening.
+    outside: [f64; 2],
     /// Content events of every stream, warm-up included.
     all_events: u64,
+}
+
+/// The times (epoch ns) at which some stream was opening: from its run request's send to the
+/// upstream having it. In that time the process in the middle reads, routes and forwards the
+/// request, and on one CPU an event of another stream that arrives meanwhile waits for that
+/// work; the events sent then are told apart from the rest, so that a proxy's tail latency can
+/// be split into what its openings cost other streams and what its per-event path costs.
+struct Openings(Vec<(u64, u64)>);
+
+impl Openings {
+    /// The union of `spans`, in order.
+    fn new(mut spans: Vec<(u64, u64)>) -> Openings {
+        spans.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+        for (start, end) in spans {
+            match merged.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
+            }
+        }
+        Openings(merged)
+    }
+
+    fn contain(&self, at: u64) -> bool {
+        let after = self.0.partition_point(|&(start, _)| start <= at);
+        after > 0 && at <= self.0[after - 1].1
+    }
 }
 
 const PCT: [(&str, f64); 3] = [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)];
@@ -160,6 +195,8 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
     }
     let (mut lat, mut last, mut ttfe, mut ttfe_hop, mut ttfb) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Every stream's opening, warm-up included; the measured events as (sent, latency).
+    let (mut spans, mut sent) = (Vec::new(), Vec::new());
     let (mut events, mut errors, mut all_events) = (0u64, 0u64, 0u64);
     let mut first_error = None;
     while let Some(joined) = set.join_next().await {
@@ -173,9 +210,12 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
             continue;
         }
         all_events += outcome.markers;
+        spans.extend(outcome.opening);
         if i < warm {
             continue;
         }
+        let pairs = outcome.sent_at_ns.iter().zip(&outcome.latencies_ns);
+        sent.extend(pairs.map(|(&at, &ns)| (at, ns)));
         events += outcome.markers;
         lat.extend_from_slice(&outcome.latencies_ns);
         last.extend(outcome.latencies_ns.last());
@@ -201,7 +241,35 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
         r.ttfe_hop[k] = us(&ttfe_hop, *q);
     }
     r.ttfb = [us(&ttfb, 0.5), us(&ttfb, 0.99)];
+    let openings = Openings::new(spans);
+    let tail_from = quantile(&lat, 0.99);
+    let (mut outside, mut during, mut tail, mut tail_during) = (Vec::new(), 0u64, 0u64, 0u64);
+    for &(at, ns) in &sent {
+        let opening = openings.contain(at);
+        if opening {
+            during += 1;
+        } else {
+            outside.push(ns);
+        }
+        if ns as f64 >= tail_from {
+            tail += 1;
+            tail_during += u64::from(opening);
+        }
+    }
+    outside.sort_unstable();
+    r.outside = [us(&outside, 0.5), us(&outside, 0.99)];
+    let share = |part: u64, whole: u64| 100.0 * part as f64 / whole.max(1) as f64;
     let label = c.label();
+    if !sent.is_empty() {
+        let during = share(during, sent.len() as u64);
+        figures.push(SCENARIO, label, DURING_OPENINGS, "%", during);
+        let tail_during = share(tail_during, tail);
+        figures.push(SCENARIO, label, TAIL_DURING_OPENINGS, "%", tail_during);
+        for (k, p) in ["p50", "p99"].into_iter().enumerate() {
+            let name = format!("{OUTSIDE_OPENINGS} {p}");
+            figures.push(SCENARIO, label, &name, "µs", r.outside[k]);
+        }
+    }
     figures.push(
         SCENARIO,
         label,
@@ -275,6 +343,18 @@ fn added(results: &HashMap<Comparator, Run>, figures: &mut Figures) {
                 let name = format!("{what}: {TTFE_HOP} {p}");
                 let added = r.ttfe_hop[k] - base.ttfe_hop[k];
                 figures.push(SCENARIO, c.label(), &name, "µs", added);
+            }
+            if *c != Comparator::AapMessage {
+                for (k, p) in ["p50", "p99"].into_iter().enumerate() {
+                    let name = format!("{what}: {OUTSIDE_OPENINGS} {p}");
+                    figures.push(
+                        SCENARIO,
+                        c.label(),
+                        &name,
+                        "µs",
+                        r.outside[k] - base.outside[k],
+                    );
+                }
             }
             let name = format!("{what}: TTFB p50");
             figures.push(SCENARIO, c.label(), &name, "µs", r.ttfb[0] - base.ttfb[0]);

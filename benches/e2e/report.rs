@@ -282,7 +282,57 @@ fn latency_table(figures: &Figures) -> String {
             get("added vs nginx: TTFE (hop) p50"),
         );
     }
+    out.push_str(&openings_table(figures));
     out
+}
+
+/// The per-event latency split by whether another stream was opening when the event was sent
+/// (`latency::Openings`): a proxy on one CPU makes the events that arrive during an opening
+/// wait for it.
+fn openings_table(figures: &Figures) -> String {
+    let a = latency::SCENARIO;
+    let mut out = format!(
+        "\nEvents sent while another stream was opening (its first request sent → the upstream \
+         had the run), and the latency of the others:\n\n\
+         | comparator | share of all events | share of events over p99 | {o} p50 | {o} p99 | \
+         − nginx, {o} p50 | − nginx, {o} p99 |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        o = latency::OUTSIDE_OPENINGS
+    );
+    let mut any = false;
+    for c in Comparator::ALL {
+        let get = |name: &str, unit: &str| {
+            figures
+                .get(a, c.label(), name)
+                .map(|f| format!("{}{unit}", num(f.median())))
+                .unwrap_or_else(|| "–".into())
+        };
+        if figures
+            .get(a, c.label(), latency::DURING_OPENINGS)
+            .is_none()
+        {
+            continue;
+        }
+        any = true;
+        let outside = |p: &str| format!("{} {p}", latency::OUTSIDE_OPENINGS);
+        let over = |p: &str| format!("added vs nginx: {} {p}", latency::OUTSIDE_OPENINGS);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.label(),
+            get(latency::DURING_OPENINGS, " %"),
+            get(latency::TAIL_DURING_OPENINGS, " %"),
+            get(&outside("p50"), " µs"),
+            get(&outside("p99"), " µs"),
+            get(&over("p50"), " µs"),
+            get(&over("p99"), " µs"),
+        );
+    }
+    if any {
+        out
+    } else {
+        String::new()
+    }
 }
 
 /// Scenario f in one table.
@@ -471,7 +521,7 @@ two ticks (a hop that delays requests by d shortens the mock's wait by d, up to 
 TTFE target is judged on the hop's share. *added* = \
 comparator − direct, and gateway − nginx, of the same run per percentile; the median of those \
 per-run differences is shown. *CPU per event*: the run time of the process in the middle's \
-threads (`/proc/PID/task/*/schedstat`) over the whole schedule ÷ the content events it passed.
+threads (`/proc/PID/task/*/schedstat`) over the whole schedule ÷ the content events it passed. *Openings*: a stream opens from its first request's send (an AAP session's, else the run's) to the upstream having the run (the `q=` stamp); the events sent while any other stream was opening are counted apart (their share of all events and of the events over the run's p99), and the latency of the rest is given on its own, so that what a proxy's openings cost the open streams (on one CPU an event waits for the work under way) is told apart from its per-event path.
 - b. throughput: unpaced mock, 100-byte content events (33-byte deltas); one stream of 200,000 \
 events per comparator and shape (every direction the same count: 200,000 × 33 bytes is 6.6 MB of \
 AAP session history, under its 8 MiB default cap), no warm-up stream; then 100 streams of 2,000 \

@@ -155,11 +155,15 @@ fn latency_rows(figures: &Figures, rows: &mut Vec<Target>) {
             checks.push(("TTFE (hop) p50", "added TTFE p50 (hop)", TTFE_SLACK_US));
         }
         let cpu = |c: Comparator| median(figures.get(a, c.label(), latency::CPU_PER_EVENT));
-        let evidence = match (cpu(c), cpu(Comparator::Nginx)) {
+        let cpu = match (cpu(c), cpu(Comparator::Nginx)) {
             (Some(g), Some(n)) => format!(
                 "CPU per event over the schedule: gateway {g:.1} µs, nginx {n:.1} µs; {PROFILE}"
             ),
             _ => PROFILE.into(),
+        };
+        let evidence = match openings(figures, c) {
+            Some(openings) => format!("{openings}; {cpu}"),
+            None => cpu,
         };
         for (figure, what, slack) in checks {
             let added = median(figures.get(a, label, &format!("added vs direct: {figure}")));
@@ -193,6 +197,41 @@ fn latency_rows(figures: &Figures, rows: &mut Vec<Target>) {
             });
         }
     }
+}
+
+/// How much of the per-event latency rows the streams' openings explain (`latency::Openings`):
+/// the share of events sent while another stream was opening, of all and of those over p99,
+/// for `c` and nginx, and gateway − nginx for the events sent while none was.
+fn openings(figures: &Figures, c: Comparator) -> Option<String> {
+    let a = latency::SCENARIO;
+    let of = |c: Comparator, name: &str| median(figures.get(a, c.label(), name));
+    let during = |c: Comparator| {
+        Some((
+            of(c, latency::DURING_OPENINGS)?,
+            of(c, latency::TAIL_DURING_OPENINGS)?,
+        ))
+    };
+    let ((all, tail), (nginx_all, nginx_tail)) = (during(c)?, during(Comparator::Nginx)?);
+    let mut text = format!(
+        "events sent while another stream was opening: {all:.1} % of all, {tail:.0} % of those \
+         over p99 (nginx {nginx_all:.1} %, {nginx_tail:.0} %)"
+    );
+    if c != Comparator::AapMessage {
+        let outside = |p: &str| {
+            of(
+                c,
+                &format!("added vs nginx: {} {p}", latency::OUTSIDE_OPENINGS),
+            )
+            .map(|v| format!("{} µs", signed(v)))
+            .unwrap_or_else(|| "–".into())
+        };
+        text.push_str(&format!(
+            "; the others, gateway − nginx: p50 {}, p99 {}",
+            outside("p50"),
+            outside("p99")
+        ));
+    }
+    Some(text)
 }
 
 /// Scenario c: KiB per idle and per active stream at each K, with nginx's of the same run.
