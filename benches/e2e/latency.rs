@@ -63,8 +63,8 @@ struct Run {
     all_events: u64,
 }
 
-/// The times (epoch ns) at which some stream was opening: from its run request's send to the
-/// upstream having it. In that time the process in the middle reads, routes and forwards the
+/// The times (epoch ns) at which some stream was opening: from its first request's send (an
+/// AAP session's, else the run's) to the upstream having the run. In that time the process in the middle reads, routes and forwards the
 /// request, and on one CPU an event of another stream that arrives meanwhile waits for that
 /// work; the events sent then are told apart from the rest, so that a proxy's tail latency can
 /// be split into what its openings cost other streams and what its per-event path costs.

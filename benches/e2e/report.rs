@@ -521,7 +521,12 @@ two ticks (a hop that delays requests by d shortens the mock's wait by d, up to 
 TTFE target is judged on the hop's share. *added* = \
 comparator − direct, and gateway − nginx, of the same run per percentile; the median of those \
 per-run differences is shown. *CPU per event*: the run time of the process in the middle's \
-threads (`/proc/PID/task/*/schedstat`) over the whole schedule ÷ the content events it passed. *Openings*: a stream opens from its first request's send (an AAP session's, else the run's) to the upstream having the run (the `q=` stamp); the events sent while any other stream was opening are counted apart (their share of all events and of the events over the run's p99), and the latency of the rest is given on its own, so that what a proxy's openings cost the open streams (on one CPU an event waits for the work under way) is told apart from its per-event path.
+threads (`/proc/PID/task/*/schedstat`) over the whole schedule ÷ the content events it passed. \
+*Openings*: a stream opens from its first request's send (an AAP session's, else the run's) to \
+the upstream having the run (the `q=` stamp); the events sent while any other stream was opening \
+are counted apart (their share of all events and of the events over the run's p99), and the \
+latency of the rest is given on its own, so that what a proxy's openings cost the open streams \
+(on one CPU an event waits for the work under way) is told apart from its per-event path.
 - b. throughput: unpaced mock, 100-byte content events (33-byte deltas); one stream of 200,000 \
 events per comparator and shape (every direction the same count: 200,000 × 33 bytes is 6.6 MB of \
 AAP session history, under its 8 MiB default cap), no warm-up stream; then 100 streams of 2,000 \
