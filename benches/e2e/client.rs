@@ -258,12 +258,11 @@ async fn run(
             let mut last = None;
             let mut bad = None;
             let mut first_hop = None;
-            let mut opening = None;
             marker::scan(event, |m| {
                 if let (0, Some(request_ns)) = (m.seq, m.request_ns) {
                     first_hop =
                         Some(request_ns.saturating_sub(sent_ns) + at.saturating_sub(m.sent_ns));
-                    opening = Some((began_ns, request_ns));
+                    out.opening = Some((began_ns, request_ns));
                 }
                 if m.seq != next_seq % 1_000_000 && bad.is_none() {
                     bad = Some((m.seq, next_seq));
@@ -273,9 +272,6 @@ async fn run(
             });
             if let Some((got, want)) = bad {
                 bail!("marker {got} where {want} was due");
-            }
-            if opening.is_some() {
-                out.opening = opening;
             }
             if let Some(sent_ns) = last {
                 out.latencies_ns.push(at.saturating_sub(sent_ns));
