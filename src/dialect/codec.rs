@@ -49,9 +49,6 @@ pub trait Reader: Send + Unpin {
 
     /// The run goes on with the next upstream response, framed as `framing`.
     fn next_response(&mut self, _framing: Framing) {}
-
-    /// The stream is quiet: lets go of scratch buffers, which grow again when events come.
-    fn release(&mut self) {}
 }
 
 /// Canonical → wire. `Err` means the client's dialect cannot carry the run further (a bound of

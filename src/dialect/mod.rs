@@ -120,12 +120,6 @@ macro_rules! dialects {
                     $(AnyReader::$variant(r) => r.next_response(framing),)+
                 }
             }
-
-            fn release(&mut self) {
-                match self {
-                    $(AnyReader::$variant(r) => r.release(),)+
-                }
-            }
         }
 
         impl Writer for AnyWriter {

@@ -15,6 +15,7 @@ mod entity;
 mod history;
 mod input;
 mod message;
+pub mod spare;
 mod types;
 
 pub use delta::{DeltaKind, DeltaRef, SourceRef};

@@ -8,8 +8,9 @@
 //! ([`Pipeline::from_parts`]) and reads them through [`Pipeline::reader`] and
 //! [`Pipeline::writer_mut`].
 //!
-//! Synchronous and allocation-light: scratch vectors are reused between calls, and each call
-//! appends the encoded events produced by the bytes it was given. Only what the protocol makes
+//! Synchronous and allocation-light: the vectors that carry events between the stages are the
+//! thread's spares (`event::spare`), lent for one call, and each call appends the encoded
+//! events produced by the bytes it was given. Only what the protocol makes
 //! incomplete waits for later bytes: a partial SSE event, and object tool arguments held until
 //! the call's end (`dialects.md` row 6). Diagnostics are counted ([`Pipeline::note_counts`]),
 //! never logged here: the caller logs and records them.
@@ -23,7 +24,7 @@ use bytes::BytesMut;
 
 use crate::dialect::{check_pair, AnyReader, AnyWriter, CodecOptions, Dialect, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{Clock, DropKind, Note, RunIds};
+use crate::event::{spare, Clock, DropKind, Event, Note, RunIds};
 use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
 pub mod owners;
@@ -104,8 +105,6 @@ pub struct Pipeline<R = AnyReader, W = AnyWriter> {
     reader: R,
     sequencer: RunSequencer,
     writer: W,
-    read_out: Vec<crate::event::Event>,
-    seq_out: Vec<crate::event::Event>,
     notes: Vec<Note>,
     stats: StreamStats,
     /// How often each repair and drop happened (a handful of distinct notes per stream).
@@ -153,8 +152,6 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
                 .keep_upstream_run_ids(options.keep_upstream_run_ids)
                 .runs(writer.runs()),
             writer,
-            read_out: Vec::new(),
-            seq_out: Vec::new(),
             notes: Vec::new(),
             stats: StreamStats::default(),
             note_counts: Vec::new(),
@@ -168,8 +165,9 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// Writes what the run opens with before the upstream is contacted ([`Reader::start`]).
     pub fn begin(&mut self, out: &mut BytesMut) {
         self.tick();
-        self.reader.start(&mut self.read_out);
-        self.step_read(out);
+        let mut events = spare::lend();
+        self.reader.start(&mut events);
+        self.step_read(events, out);
     }
 
     /// True when the upstream's current response stopped at a hand-over point and the run
@@ -277,8 +275,9 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// was seen).
     pub fn end(&mut self, out: &mut BytesMut) {
         self.drain_eof(out);
-        self.reader.finish(&mut self.read_out);
-        self.step_read(out);
+        let mut events = spare::lend();
+        self.reader.finish(&mut events);
+        self.step_read(events, out);
         self.step(Input::UpstreamEnd, out);
     }
 
@@ -308,13 +307,10 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
                 *buffer = Vec::new();
             }
         }
-        free(&mut self.read_out);
-        free(&mut self.seq_out);
         free(&mut self.notes);
         if self.buf.is_empty() {
             self.buf = BytesMut::new();
         }
-        self.reader.release();
     }
 
     /// Reads the clock for the events of this call (one reading per upstream chunk).
@@ -345,16 +341,14 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
                         }
                         None => {
                             let event = delta.into_event();
-                            self.read_out.push(event);
-                            self.step_read(out);
+                            self.step_event(event, out);
                         }
                     }
                     return !self.is_finished();
                 }
-                let result = self
-                    .reader
-                    .read(&event, &mut self.read_out, &mut self.notes);
-                self.step_read(out);
+                let mut events = spare::lend();
+                let result = self.reader.read(&event, &mut events, &mut self.notes);
+                self.step_read(events, out);
                 if let Err(failure) = result {
                     self.fail(failure, out);
                 }
@@ -379,32 +373,35 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         }
     }
 
-    /// Steps every event the reader produced (the buffer is kept for reuse).
-    fn step_read(&mut self, out: &mut BytesMut) {
-        let mut events = std::mem::take(&mut self.read_out);
-        for mut event in events.drain(..) {
-            // A delta of an open message or call — nearly every event — goes straight to the
-            // writer: the same as stepping it, without moving the event through the guard's
-            // output (events are large; `benches/codec.rs`).
-            if self.sequencer.continues(&mut event) {
-                self.write(event, out);
-                self.count_notes();
-            } else {
-                self.step(Input::Event(event), out);
-            }
+    /// Steps every event the reader produced, then gives their vector back to the thread.
+    fn step_read(&mut self, mut events: Vec<Event>, out: &mut BytesMut) {
+        for event in events.drain(..) {
+            self.step_event(event, out);
         }
-        self.read_out = events;
+        spare::give_back(events);
+    }
+
+    /// Steps one event the reader produced.
+    fn step_event(&mut self, mut event: Event, out: &mut BytesMut) {
+        // A delta of an open message or call — nearly every event — goes straight to the
+        // writer: the same as stepping it, without moving the event through the guard's
+        // output (events are large; `benches/codec.rs`).
+        if self.sequencer.continues(&mut event) {
+            self.write(event, out);
+            self.count_notes();
+        } else {
+            self.step(Input::Event(event), out);
+        }
     }
 
     fn step(&mut self, input: Input, out: &mut BytesMut) {
-        self.sequencer
-            .step(input, &mut self.seq_out, &mut self.notes);
+        let mut events = spare::lend();
+        self.sequencer.step(input, &mut events, &mut self.notes);
         // The guard records the code whenever it ends a run itself: an upstream failure while
         // a run is open (between runs the stream just ends), or a stream it refuses to carry.
         if self.failure.is_none() {
             self.failure = self.sequencer.failure();
         }
-        let mut events = std::mem::take(&mut self.seq_out);
         let mut drained = events.drain(..);
         for event in drained.by_ref() {
             if !self.write(event, out) {
@@ -412,18 +409,14 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             }
         }
         drop(drained);
-        self.seq_out = events;
+        spare::give_back(events);
         self.count_notes();
     }
 
     /// Writes one event the guard let through; false when the writer refused it (a bound of
     /// the client's dialect), after the run was ended for it.
-    fn write(&mut self, event: crate::event::Event, out: &mut BytesMut) -> bool {
-        if self.terminal_at.is_none()
-            && matches!(
-                event,
-                crate::event::Event::RunFinished(_) | crate::event::Event::RunError(_)
-            )
+    fn write(&mut self, event: Event, out: &mut BytesMut) -> bool {
+        if self.terminal_at.is_none() && matches!(event, Event::RunFinished(_) | Event::RunError(_))
         {
             self.terminal_at = Some(out.len());
         }
@@ -594,8 +587,6 @@ mod tests {
             );
             released.push(tail, &mut released_out);
             released.release();
-            assert_eq!(released.read_out.capacity(), 0);
-            assert_eq!(released.seq_out.capacity(), 0);
             assert_eq!(released.notes.capacity(), 0);
         }
         kept.end(&mut kept_out);

@@ -24,7 +24,7 @@ use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use super::strip;
 use super::thinking::Thinking;
 use crate::error::{ErrorCode, Failure};
-use crate::event::{DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
+use crate::event::{spare, DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
 use crate::event::{Event, EventBase, EventType, RunAgentInput, RunError, TextMessageStart};
 use crate::mapping::AguiAliases;
 use crate::sse::SseEvent;
@@ -40,8 +40,6 @@ pub struct AguiReader {
     open_text: Vec<(Option<String>, String)>,
     held_args: ToolArgs,
     thinking: Thinking,
-    /// Events resolved from one object before chunk expansion; reused between calls.
-    scratch: Vec<Event>,
     /// Decode well-formed 1.0 events straight into their type (see `fast::read`).
     fast_path: bool,
     fast: fast::Scratch,
@@ -58,7 +56,6 @@ impl AguiReader {
             open_text: Vec::new(),
             held_args: ToolArgs::default(),
             thinking: Thinking::default(),
-            scratch: Vec::new(),
             fast_path: true,
         }
     }
@@ -122,15 +119,16 @@ impl AguiReader {
             return Ok(());
         };
         let first = out.len();
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let resolved = self.resolve(map, sse_name, &mut scratch, notes);
+        // Events resolved from the object, before chunk expansion.
+        let mut resolved_events = spare::lend();
+        let resolved = self.resolve(map, sse_name, &mut resolved_events, notes);
         let mut expanded = Ok(());
-        for event in scratch.drain(..) {
+        for event in resolved_events.drain(..) {
             if expanded.is_ok() {
                 expanded = self.chunks.push(event, &mut self.mint, out, notes);
             }
         }
-        self.scratch = scratch;
+        spare::give_back(resolved_events);
         self.track_open_text(&out[first..]);
         expanded.and(resolved)
     }
@@ -614,12 +612,6 @@ impl crate::dialect::codec::Reader for AguiReader {
             return None;
         }
         fast::delta(&event.data, self.options, &mut self.fast)
-    }
-
-    fn release(&mut self) {
-        if self.scratch.is_empty() {
-            self.scratch = Vec::new();
-        }
     }
 }
 
