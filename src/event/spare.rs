@@ -23,8 +23,9 @@ use super::Event;
 const MAX_KEPT_EVENTS: usize = 64;
 
 thread_local! {
-    /// Two: a call nests at most two loans (the reader's events, then the sequencer's). A
-    /// slot without capacity is empty.
+    /// Two: a call has at most two loans at once (the reader's output, and within it the
+    /// AG-UI reader's resolved events or the sequencer's output). A slot without capacity is
+    /// empty.
     static SPARES: [Cell<Vec<Event>>; 2] = const { [Cell::new(Vec::new()), Cell::new(Vec::new())] };
 }
 
