@@ -8,7 +8,9 @@
 //! The permit is carried by the response body ([`Admitted`]), not by the handler's future: a
 //! stream is open for as long as its body is, and letting go at the response headers (as
 //! tower's concurrency limit does) would not bound streams at all. It is given back when the
-//! body ends, or when hyper drops it because the client went away.
+//! body gives its last frame (before that frame is written, so a client that waits for one
+//! answer before its next request never finds its own place still taken), when the answer has
+//! no body, or when the body is dropped because the client went away.
 //!
 //! Routes sharing a path (the agents of one AAP face) share one count, bounded by the
 //! smallest `max_streams` among them, since a request to the face is counted before it names
@@ -153,11 +155,9 @@ pub(super) fn hold<G: Send + Unpin + 'static>(
     guard: G,
 ) -> Response<ResponseBody> {
     response.map(|inner| {
-        Admitted {
-            guard: Some(guard),
-            inner,
-        }
-        .boxed_unsync()
+        // Nothing left to send (a 204, an empty 200): the request is over already.
+        let guard = (!inner.is_end_stream()).then_some(guard);
+        Admitted { guard, inner }.boxed_unsync()
     })
 }
 
@@ -170,7 +170,9 @@ impl<G: Unpin> Body for Admitted<G> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
+        if polled.is_ready() && (self.inner.is_end_stream() || matches!(polled, Poll::Ready(None)))
+        {
+            // The last frame is on its way: the place is free before the client can see it.
             self.guard = None;
         }
         polled
@@ -207,6 +209,30 @@ mod tests {
         Response::new(Full::new(Bytes::from_static(b"x")).boxed_unsync())
     }
 
+    /// A body of `frames` frames, which knows when it has no more.
+    struct Frames(Vec<Bytes>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready((!self.0.is_empty()).then(|| Ok(Frame::data(self.0.remove(0)))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    fn streamed(frames: usize) -> Response<ResponseBody> {
+        let frames = vec![Bytes::from_static(b"x"); frames];
+        Response::new(Frames(frames).boxed_unsync())
+    }
+
     #[test]
     fn a_reload_keeps_the_global_count_and_the_counts_of_unchanged_route_caps() {
         let (streams, mut route, _metrics) = one_route_capped_at(2);
@@ -235,17 +261,26 @@ mod tests {
     #[tokio::test]
     async fn the_permit_lives_as_long_as_the_body_and_no_longer() {
         let (streams, route, metrics) = one_route_capped_at(1);
-        let held = hold(response(), streams.admit(&route).unwrap());
+        let held = hold(streamed(2), streams.admit(&route).unwrap());
         let refused = streams.admit(&route).unwrap_err();
         assert_eq!(refused.code, ErrorCode::Overloaded);
         assert!(refused.message.contains("1 requests open"), "{refused}");
         let mut body = held.into_body();
         assert!(body.frame().await.is_some());
         assert!(streams.admit(&route).is_err(), "still streaming");
-        assert!(body.frame().await.is_none());
-        let again = streams
+        assert!(body.frame().await.is_some());
+        let last = streams
             .admit(&route)
-            .expect("released at the end of the body");
+            .expect("released once the last frame is given, before it is written");
+        drop(last);
+        assert!(body.frame().await.is_none());
+        let whole = hold(response(), streams.admit(&route).unwrap());
+        assert!(whole.into_body().frame().await.is_some());
+        drop(streams.admit(&route).expect("one frame, the last"));
+        let empty = hold(streamed(0), streams.admit(&route).unwrap());
+        drop(streams.admit(&route).expect("no body: free at once"));
+        drop(empty);
+        let again = streams.admit(&route).unwrap();
         drop(hold(response(), again));
         assert!(
             streams.admit(&route).is_ok(),
