@@ -165,9 +165,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// Writes what the run opens with before the upstream is contacted ([`Reader::start`]).
     pub fn begin(&mut self, out: &mut BytesMut) {
         self.tick();
-        let mut events = spare::lend();
-        self.reader.start(&mut events);
-        self.step_read(events, out);
+        self.read_and_step(out, |reader, events, _| reader.start(events));
     }
 
     /// True when the upstream's current response stopped at a hand-over point and the run
@@ -275,9 +273,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// was seen).
     pub fn end(&mut self, out: &mut BytesMut) {
         self.drain_eof(out);
-        let mut events = spare::lend();
-        self.reader.finish(&mut events);
-        self.step_read(events, out);
+        self.read_and_step(out, |reader, events, _| reader.finish(events));
         self.step(Input::UpstreamEnd, out);
     }
 
@@ -302,12 +298,9 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// The stream is quiet: lets go of the buffers between events (they grow again with the
     /// next ones), so that a stream waiting on its agent holds only its state.
     pub fn release(&mut self) {
-        fn free<T>(buffer: &mut Vec<T>) {
-            if buffer.is_empty() {
-                *buffer = Vec::new();
-            }
+        if self.notes.is_empty() {
+            self.notes = Vec::new();
         }
-        free(&mut self.notes);
         if self.buf.is_empty() {
             self.buf = BytesMut::new();
         }
@@ -346,9 +339,9 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
                     }
                     return !self.is_finished();
                 }
-                let mut events = spare::lend();
-                let result = self.reader.read(&event, &mut events, &mut self.notes);
-                self.step_read(events, out);
+                let result = self.read_and_step(out, |reader, events, notes| {
+                    reader.read(&event, events, notes)
+                });
                 if let Err(failure) = result {
                     self.fail(failure, out);
                 }
@@ -373,12 +366,20 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         }
     }
 
-    /// Steps every event the reader produced, then gives their vector back to the thread.
-    fn step_read(&mut self, mut events: Vec<Event>, out: &mut BytesMut) {
+    /// Has `read` put the reader's events in a vector lent for the call, steps every one of
+    /// them, then gives the vector back to the thread.
+    fn read_and_step<T>(
+        &mut self,
+        out: &mut BytesMut,
+        read: impl FnOnce(&mut R, &mut Vec<Event>, &mut Vec<Note>) -> T,
+    ) -> T {
+        let mut events = spare::lend();
+        let result = read(&mut self.reader, &mut events, &mut self.notes);
         for event in events.drain(..) {
             self.step_event(event, out);
         }
         spare::give_back(events);
+        result
     }
 
     /// Steps one event the reader produced.

@@ -170,7 +170,7 @@ impl<G: Unpin> Body for Admitted<G> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if polled.is_ready() && (self.inner.is_end_stream() || matches!(polled, Poll::Ready(None)))
+        if matches!(polled, Poll::Ready(None)) || (polled.is_ready() && self.inner.is_end_stream())
         {
             // The last frame is on its way: the place is free before the client can see it.
             self.guard = None;
