@@ -9,12 +9,20 @@
 //! each input is written next to criterion's results (`target/criterion/codec-inputs.json`)
 //! so the report (`benches/run`) can give MB/s as well. Events allocate with the gateway
 //! binary's allocator (jemalloc, `src/main.rs`), so a figure is what an event costs there.
+//!
+//! Every benchmark is measured in [`ROUNDS`] rounds, each over all of them in turn and saved
+//! as criterion's baseline `round-N`, so that one benchmark's windows lie minutes apart (the
+//! snapshots, which no target judges, in the first round only). The work is deterministic, yet
+//! on a shared virtual machine the rate of one window follows the host: the same binary
+//! measured 2.6 and then 3.6 M events/s for one direction in two consecutive runs on an
+//! otherwise idle machine with no steal time accounted. The report takes the fastest round as
+//! what one core does and shows every round's.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use criterion::{criterion_group, BatchSize, Criterion, Throughput};
+use criterion::{BatchSize, Criterion, Throughput};
 use dialect_proxy::dialect::aap::types::StreamMode;
 use dialect_proxy::dialect::Dialect;
 use dialect_proxy::event::{Clock, RunIds};
@@ -36,6 +44,8 @@ const SNAPSHOT_BYTES: usize = 64 * 1024;
 const DELTA_BYTES: usize = 60;
 /// The value of the unknown `ts` field of the first event of `text-60B+field` (nanoseconds).
 const TS_NANOS: u64 = 1_732_460_000_000_000_000;
+/// Rounds over every benchmark (`CODEC_ROUNDS`, 3).
+const ROUNDS: usize = 3;
 
 #[derive(Clone, Copy)]
 enum Shape {
@@ -244,14 +254,19 @@ fn translate(spec: PipelineSpec, input: &[u8], out: &mut BytesMut) -> usize {
     out.len()
 }
 
-fn codec(c: &mut Criterion) {
+/// One round over the benchmarks; the snapshots (no target judges them, and each of their
+/// samples takes about a second) only in the first.
+fn codec(c: &mut Criterion, first_round: bool) {
     let mut sizes = serde_json::Map::new();
     for shape in Shape::ALL {
+        if matches!(shape, Shape::Snapshot) && !first_round {
+            continue;
+        }
         let mut group = c.benchmark_group(format!("codec/{}", shape.name()));
         group.throughput(Throughput::Elements(shape.events() as u64));
         group.sample_size(20);
-        group.warm_up_time(Duration::from_secs(1));
-        group.measurement_time(Duration::from_secs(4));
+        group.warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(2));
         for (upstream, client) in DIRECTIONS {
             // AAP has no shared state: no snapshot to read from an AAP upstream.
             if matches!((upstream, shape), (Dialect::Aap, Shape::Snapshot)) {
@@ -284,23 +299,72 @@ fn codec(c: &mut Criterion) {
         }
         group.finish();
     }
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .map(|target| target.join("criterion").join("codec-inputs.json"));
-    if let Some(path) = path {
-        let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
+    if first_round {
+        let path = criterion_dir().join("codec-inputs.json");
+        let _ = std::fs::create_dir_all(criterion_dir());
         let _ = std::fs::write(&path, serde_json::Value::Object(sizes).to_string());
     }
 }
 
-criterion_group!(benches, codec);
+/// Where criterion writes its results: `target/criterion`.
+fn criterion_dir() -> std::path::PathBuf {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).join("criterion")
+}
+
+/// Removes the `round-N` results of an earlier run, which the report would otherwise read as
+/// rounds of this one.
+fn forget_rounds() {
+    let Ok(groups) = std::fs::read_dir(criterion_dir()) else {
+        return;
+    };
+    for group in groups
+        .flatten()
+        .filter(|g| g.file_name().to_string_lossy().starts_with("codec_"))
+    {
+        for bench in std::fs::read_dir(group.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for result in std::fs::read_dir(bench.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if result.file_name().to_string_lossy().starts_with("round-") {
+                    let _ = std::fs::remove_dir_all(result.path());
+                }
+            }
+        }
+    }
+}
+
+/// Every benchmark once per round, each round kept as criterion's baseline `round-N` (the
+/// report reads them all).
+fn benches() {
+    let rounds = std::env::var("CODEC_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ROUNDS);
+    forget_rounds();
+    for round in 1..=rounds {
+        let mut c = Criterion::default()
+            .configure_from_args()
+            .save_baseline(format!("round-{round}"));
+        codec(&mut c, round == 1);
+        if round == rounds {
+            c.final_summary();
+        }
+    }
+}
 
 /// `CODEC_PROFILE=text-60B/ag-ui-to-hai cargo bench --bench codec` translates that one input
 /// 200 times and exits, without criterion: a steady loop to put under `perf` or callgrind.
 fn main() {
     let Ok(target) = std::env::var("CODEC_PROFILE") else {
         benches();
-        Criterion::default().configure_from_args().final_summary();
         return;
     };
     for shape in Shape::ALL {
