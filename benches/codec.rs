@@ -315,29 +315,22 @@ fn criterion_dir() -> std::path::PathBuf {
 /// Removes the `round-N` results of an earlier run, which the report would otherwise read as
 /// rounds of this one.
 fn forget_rounds() {
-    let Ok(groups) = std::fs::read_dir(criterion_dir()) else {
-        return;
+    let named = |prefix: &'static str| {
+        move |entry: &std::fs::DirEntry| entry.file_name().to_string_lossy().starts_with(prefix)
     };
-    for group in groups
-        .flatten()
-        .filter(|g| g.file_name().to_string_lossy().starts_with("codec_"))
-    {
-        for bench in std::fs::read_dir(group.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for result in std::fs::read_dir(bench.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if result.file_name().to_string_lossy().starts_with("round-") {
-                    let _ = std::fs::remove_dir_all(result.path());
-                }
-            }
-        }
+    let rounds = entries(&criterion_dir())
+        .filter(named("codec_"))
+        .flat_map(|group| entries(&group.path()))
+        .flat_map(|bench| entries(&bench.path()))
+        .filter(named("round-"));
+    for round in rounds {
+        let _ = std::fs::remove_dir_all(round.path());
     }
+}
+
+/// The entries of `dir` that can be read; none when it cannot be.
+fn entries(dir: &std::path::Path) -> impl Iterator<Item = std::fs::DirEntry> {
+    std::fs::read_dir(dir).into_iter().flatten().flatten()
 }
 
 /// Every benchmark once per round, each round kept as criterion's baseline `round-N` (the
