@@ -14,13 +14,15 @@
 //! same decoder in [`Framing::Ndjson`] mode, with the same line handling and limits.
 //!
 //! Allocation: a single-line `data:` value is a zero-copy slice of the read buffer; only
-//! multi-line data is joined into a new buffer. Lines are read where they lie in the buffer (a
+//! multi-line data is joined into a new buffer. A caller can also look at such an event where
+//! it lies ([`SseDecoder::peek`]) and step over it, without splitting it off at all. Lines are read where they lie in the buffer (a
 //! blank line needs no search at all), and an `event:` name the stream repeats is handed out
 //! again rather than allocated per event: every event of an AAP stream is named.
 //!
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -35,6 +37,9 @@ pub const OPENING_COMMENT: &[u8] = b": ok\n\n";
 pub const HEARTBEAT_COMMENT: &[u8] = b": ping\n\n";
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
+/// The prefixes of an event's lines that the decoder reads at once (`single_line`).
+const NAME: &[u8] = b"event: ";
+const DATA: &[u8] = b"data: ";
 
 /// One decoded item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +60,47 @@ pub struct SseEvent {
     pub name: Option<Arc<str>>,
     /// The data lines joined with `\n`.
     pub data: Bytes,
+}
+
+/// An event read where it lies in the decoder's buffer ([`SseDecoder::peek`]), or an
+/// [`SseEvent`] lent ([`SseEvent::view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    pub name: Option<&'a str>,
+    pub data: &'a [u8],
+}
+
+impl SseEvent {
+    pub fn view(&self) -> SseEventRef<'_> {
+        SseEventRef {
+            name: self.name.as_deref(),
+            data: &self.data,
+        }
+    }
+}
+
+/// What [`SseDecoder::single_line`] found at the start of a buffer.
+enum SingleLine {
+    /// A whole single-line event.
+    Event(Lines),
+    /// The first line is a data line still arriving.
+    DataArriving,
+    /// Anything else: the line by line reading takes it.
+    Other,
+}
+
+/// Where [`SseDecoder::peek`] found an event (its data's range: the rest follows from it), for
+/// [`SseDecoder::skip`] or [`SseDecoder::take`] on the same buffer.
+#[derive(Debug)]
+pub struct Peeked(Range<usize>);
+
+/// Where a single-line event's parts lie in the buffer; it ends two bytes after its data.
+#[derive(Debug)]
+struct Lines {
+    /// The `event:` value's range, when there is one.
+    name: Option<Range<usize>>,
+    /// The `data:` value's range.
+    data: Range<usize>,
 }
 
 /// Why decoding stopped.
@@ -208,8 +254,68 @@ impl SseDecoder {
     /// `data: ` and one line, then the blank line (LF line ends), with nothing pending. `None`:
     /// anything else, which the line by line reading takes.
     fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
-        const NAME: &[u8] = b"event: ";
-        const DATA: &[u8] = b"data: ";
+        let line = match self.single_line(buf)? {
+            SingleLine::Event(line) => line,
+            SingleLine::DataArriving => {
+                // Searched once: the search resumes where this one stopped.
+                self.scan_from = buf.len();
+                return Ok(None);
+            }
+            SingleLine::Other => return Ok(None),
+        };
+        if buf[line.data.clone()] == *b"[DONE]" {
+            buf.advance(line.data.end + 2);
+            return Ok(Some(SseItem::Done));
+        }
+        Ok(Some(SseItem::Event(self.take(buf, Peeked(line.data)))))
+    }
+
+    /// The next event where it lies at the start of `buf`, when it is one that
+    /// [`Self::decode`] reads at once (see `single_line_event`) and that would come out as an
+    /// [`SseItem::Event`]; with it, where it lies, for [`Self::skip`] or [`Self::take`]. A
+    /// caller done with the event before the buffer's next read skips it, without splitting
+    /// it off the buffer (so without a shared buffer's reference count to take and give back).
+    /// `None`: call [`Self::decode`].
+    pub fn peek<'a>(&self, buf: &'a [u8]) -> Option<(SseEventRef<'a>, Peeked)> {
+        if self.at_stream_start || self.skip_lf {
+            return None;
+        }
+        let Ok(SingleLine::Event(line)) = self.single_line(buf) else {
+            return None;
+        };
+        let data = &buf[line.data.clone()];
+        if data == b"[DONE]" {
+            return None;
+        }
+        let name = match &line.name {
+            // Decoding would replace what is not UTF-8: that event takes the decoder's way.
+            Some(range) => Some(std::str::from_utf8(&buf[range.clone()]).ok()?),
+            None => None,
+        };
+        Some((SseEventRef { name, data }, Peeked(line.data)))
+    }
+
+    /// Steps over the event [`Self::peek`] found at the start of `buf`: buffer and decoder
+    /// are as after decoding it.
+    pub fn skip(&mut self, buf: &mut BytesMut, peeked: Peeked) {
+        buf.advance(peeked.0.end + 2);
+    }
+
+    /// The event [`Self::peek`] found at the start of `buf`, as [`Self::decode`] would give it,
+    /// without looking for it again.
+    pub fn take(&mut self, buf: &mut BytesMut, peeked: Peeked) -> SseEvent {
+        let data = peeked.0;
+        // `event: <name>\n` comes before `data: ` when the data does not start the buffer.
+        let name = (data.start > DATA.len())
+            .then(|| self.event_name(NAME.len(), data.start - DATA.len() - 1, buf));
+        buf.advance(data.start);
+        let data = buf.split_to(data.len()).freeze();
+        buf.advance(2);
+        SseEvent { name, data }
+    }
+
+    /// Where a single-line event lies at the start of `buf`, when nothing is pending.
+    fn single_line(&self, buf: &[u8]) -> Result<SingleLine, SseError> {
         // A line already searched in part (a long event arriving in several reads) is left to
         // the line by line reading, which resumes its search instead of starting over.
         if self.framing != Framing::Sse
@@ -218,48 +324,44 @@ impl SseDecoder {
             || self.data_first.is_some()
             || self.data_joined.is_some()
         {
-            return Ok(None);
+            return Ok(SingleLine::Other);
         }
         // The name's line, when there is one: its value's range.
         let mut name = None;
         let mut at = 0;
         if buf.starts_with(NAME) {
             let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[NAME.len()..]) else {
-                return Ok(None);
+                return Ok(SingleLine::Other);
             };
             let end = NAME.len() + len;
             if buf[end] != b'\n' {
-                return Ok(None);
+                return Ok(SingleLine::Other);
             }
             self.check_size(end)?;
             name = Some(NAME.len()..end);
             at = end + 1;
         }
         if !buf[at..].starts_with(DATA) {
-            return Ok(None);
+            return Ok(SingleLine::Other);
         }
         let start = at + DATA.len();
         let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[start..]) else {
-            if at == 0 {
-                // The data line is still arriving, and this was its first line: searched once.
-                self.scan_from = buf.len();
-            }
-            return Ok(None);
+            // The data line is still arriving; when it is the first line, it was searched once.
+            return Ok(if at == 0 {
+                SingleLine::DataArriving
+            } else {
+                SingleLine::Other
+            });
         };
         let end = start + len;
         if len == 0 || buf[end] != b'\n' || buf.get(end + 1) != Some(&b'\n') {
-            return Ok(None);
+            return Ok(SingleLine::Other);
         }
         self.check_size(end - at)?;
-        let name = name.map(|range| self.event_name(range.start, range.end, buf));
-        buf.advance(start);
-        let data = buf.split_to(len).freeze();
-        buf.advance(2);
-        self.scan_from = 0;
-        if &data[..] == b"[DONE]" {
-            return Ok(Some(SseItem::Done));
-        }
-        Ok(Some(SseItem::Event(SseEvent { name, data })))
+        Ok(SingleLine::Event(Lines {
+            name,
+            data: start..end,
+        }))
     }
 
     /// After the last chunk: decodes what is left, including a final line without its end

@@ -1,7 +1,20 @@
 use super::*;
 
-/// Decodes `input` fed in pieces cut at `cuts`, then EOF.
+/// Decodes `input` fed in pieces cut at `cuts`, then EOF; the same again taking every event
+/// [`SseDecoder::peek`] offers where it lies, which must come to the same items.
 fn decode_split(input: &[u8], cuts: &[usize], max: usize) -> Result<Vec<SseItem>, SseError> {
+    let decoded = decode_split_with(input, cuts, max, false);
+    let peeked = decode_split_with(input, cuts, max, true);
+    assert_eq!(decoded, peeked, "peeking changed what was decoded");
+    decoded
+}
+
+fn decode_split_with(
+    input: &[u8],
+    cuts: &[usize],
+    max: usize,
+    peeking: bool,
+) -> Result<Vec<SseItem>, SseError> {
     let mut dec = SseDecoder::new(max);
     let mut buf = BytesMut::new();
     let mut items = Vec::new();
@@ -9,8 +22,27 @@ fn decode_split(input: &[u8], cuts: &[usize], max: usize) -> Result<Vec<SseItem>
     for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
         buf.extend_from_slice(&input[start..cut]);
         start = cut;
-        while let Some(item) = dec.decode(&mut buf)? {
-            items.push(item);
+        loop {
+            if let Some((event, peeked)) = dec.peek(&buf).filter(|_| peeking) {
+                // Every other event taken, the others skipped: both as decoding does.
+                let event = SseEvent {
+                    name: event.name.map(Arc::from),
+                    data: Bytes::copy_from_slice(event.data),
+                };
+                if items.len() % 2 == 0 {
+                    dec.skip(&mut buf, peeked);
+                    items.push(SseItem::Event(event));
+                } else {
+                    let taken = dec.take(&mut buf, peeked);
+                    assert_eq!(taken, event, "taken differs from peeked");
+                    items.push(SseItem::Event(taken));
+                }
+                continue;
+            }
+            match dec.decode(&mut buf)? {
+                Some(item) => items.push(item),
+                None => break,
+            }
         }
     }
     while let Some(item) = dec.decode_eof(&mut buf)? {
@@ -279,4 +311,39 @@ fn ndjson_lines_are_events() {
         Framing::Sse
     );
     assert_eq!(Framing::from_content_type("application/json"), Framing::Sse);
+}
+
+#[test]
+fn peek_offers_only_a_whole_single_line_event_and_what_it_takes_up() {
+    let mut dec = SseDecoder::new(DEFAULT_MAX_EVENT_BYTES);
+    let input = b"event: e\ndata: {}\n\ndata: x\n\n";
+    // At the stream's start a BOM may still be arriving: the decoder reads the first event.
+    assert!(dec.peek(input).is_none());
+    let mut buf = BytesMut::from(&input[..]);
+    assert_eq!(dec.decode(&mut buf), Ok(Some(named("e", "{}"))));
+    let (event, peeked) = dec.peek(&buf).expect("a plain event");
+    assert_eq!((event.name, event.data), (None, &b"x"[..]));
+    dec.skip(&mut buf, peeked);
+    assert!(buf.is_empty());
+    // Not whole, more than one line, CRLF, the end marker, too large: not offered.
+    for other in [
+        &b"data: x\n"[..],
+        b"data: a\ndata: b\n\n",
+        b"data: x\r\n\r\n",
+        b"data: [DONE]\n\n",
+        b"event: \xff\ndata: x\n\n",
+    ] {
+        assert!(
+            dec.peek(other).is_none(),
+            "{:?}",
+            String::from_utf8_lossy(other)
+        );
+    }
+    let mut small = SseDecoder::new(8);
+    assert_eq!(
+        small.decode(&mut BytesMut::from(&b"data: a\n\n"[..])),
+        Ok(Some(data("a")))
+    );
+    assert!(small.peek(b"data: 1\n\n").is_some());
+    assert!(small.peek(b"data: 12345\n\n").is_none());
 }

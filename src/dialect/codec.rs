@@ -13,7 +13,7 @@ use bytes::BytesMut;
 
 use crate::error::Failure;
 use crate::event::{DeltaRef, Event, Note};
-use crate::sse::{Framing, SseEvent};
+use crate::sse::{Framing, SseEvent, SseEventRef};
 
 /// Wire → canonical. Never fails on bad input: what cannot be used is dropped and noted; `Err`
 /// means the upstream's stream is unusable and the run must end with that failure.
@@ -33,7 +33,7 @@ pub trait Reader: Send + Unpin {
     /// An event when it is a content delta this reader can lend without building the
     /// event ([`DeltaRef`]): what [`Reader::read`] would produce for it, with no note, and the
     /// reader's state moved on as `read` would move it. `None`: call `read`.
-    fn read_delta<'a>(&'a mut self, _event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, _event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
         None
     }
 

@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use crate::error::Failure;
 use crate::event::{DeltaRef, Event, Note, RunAgentInput, RunIds};
 use crate::mapping::Mappings;
-use crate::sse::{Framing, SseEvent};
+use crate::sse::{Framing, SseEvent, SseEventRef};
 
 pub use codec::{Reader, Runs, Writer};
 
@@ -97,7 +97,7 @@ macro_rules! dialects {
                 }
             }
 
-            fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+            fn read_delta<'a>(&'a mut self, event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
                 match self {
                     $(AnyReader::$variant(r) => Reader::read_delta(&mut **r, event),)+
                 }

@@ -66,33 +66,29 @@ pub struct DeltaRef<'a> {
 }
 
 /// The part of an event's data that stands for it: all of it, or, when it has unknown fields,
-/// the text up to the first of them.
+/// the text up to the first of them. Borrowed from where the event was read (a lent event is
+/// not split off the read buffer: `SseDecoder::peek`).
 #[derive(Debug, Clone, Copy)]
 pub struct SourceRef<'a> {
-    data: &'a Bytes,
-    len: usize,
+    json: &'a [u8],
 }
 
 impl<'a> SourceRef<'a> {
     /// The first `len` bytes of `data` (all of them when `len` is beyond it).
-    pub fn new(data: &'a Bytes, len: usize) -> SourceRef<'a> {
+    pub fn new(data: &'a [u8], len: usize) -> SourceRef<'a> {
         SourceRef {
-            data,
-            len: len.min(data.len()),
+            json: &data[..len.min(data.len())],
         }
     }
 
     pub fn json(self) -> &'a [u8] {
-        &self.data[..self.len]
+        self.json
     }
 
-    /// The event's [`Source`]: shares the bytes.
+    /// The event's [`Source`]: a copy, made only when a lent delta becomes an event (the
+    /// guard has something to say about it, or the writer wants the event).
     pub fn to_source(self) -> Source {
-        Source::new(if self.len == self.data.len() {
-            self.data.clone()
-        } else {
-            self.data.slice(..self.len)
-        })
+        Source::new(Bytes::copy_from_slice(self.json))
     }
 }
 

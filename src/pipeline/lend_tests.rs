@@ -11,7 +11,7 @@ use crate::dialect::aap::transcript::Transcript;
 use crate::dialect::aap::types::StreamMode;
 use crate::dialect::aap::{AapWriter, TurnOptions};
 use crate::event::{DeltaRef, Event};
-use crate::sse::SseEvent;
+use crate::sse::{SseEvent, SseEventRef};
 
 /// The reader it wraps, lending nothing: every event takes the general path.
 struct Unlent(AnyReader);
@@ -30,7 +30,7 @@ impl Reader for Unlent {
         self.0.read(event, out, notes)
     }
 
-    fn read_delta<'a>(&'a mut self, _event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, _event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
         None
     }
 

@@ -24,8 +24,8 @@ use bytes::BytesMut;
 
 use crate::dialect::{check_pair, AnyReader, AnyWriter, CodecOptions, Dialect, Reader, Writer};
 use crate::error::{ErrorCode, Failure};
-use crate::event::{spare, Clock, DropKind, Event, Note, RunIds};
-use crate::sse::{Framing, SseDecoder, SseError, SseItem, DEFAULT_MAX_EVENT_BYTES};
+use crate::event::{spare, Clock, DeltaRef, DropKind, Event, Note, RunIds};
+use crate::sse::{Framing, SseDecoder, SseError, SseEvent, SseItem, DEFAULT_MAX_EVENT_BYTES};
 
 pub mod owners;
 pub mod sequencer;
@@ -261,11 +261,61 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         self.tick();
         self.buf.extend_from_slice(chunk);
         loop {
-            let item = self.decoder.decode(&mut self.buf);
-            if !self.item(item, out) {
+            let more = match self.lend_in_place(out) {
+                InPlace::Lent => !self.is_finished(),
+                // The reader has already declined to lend it.
+                InPlace::Declined(event) => self.item(Ok(Some(SseItem::Event(event))), out, false),
+                InPlace::NotPeeked => {
+                    let item = self.decoder.decode(&mut self.buf);
+                    self.item(item, out, true)
+                }
+            };
+            if !more {
                 break;
             }
         }
+    }
+
+    /// The next event, read where it lies in the buffer ([`SseDecoder::peek`]), when it is a
+    /// delta the reader lends: handled, then stepped over. Nearly every event of a stream
+    /// comes this way, and none of them is split off the buffer: the reference counts of a
+    /// shared buffer, taken and given back per event, were a sixth of an AG-UI → AG-UI event's
+    /// cost (`benches/codec.rs`). Otherwise nothing is done, and the decoder takes the event.
+    fn lend_in_place(&mut self, out: &mut BytesMut) -> InPlace {
+        let Some((event, peeked)) = self.decoder.peek(&self.buf) else {
+            return InPlace::NotPeeked;
+        };
+        let Some(delta) = self.reader.read_delta(event) else {
+            return InPlace::Declined(self.decoder.take(&mut self.buf, peeked));
+        };
+        // As `item` does with a lent delta; the event, built only when the writer did not take
+        // the parts, is the one large value here, and is moved no further than it must.
+        match write_lent(&self.sequencer, &mut self.writer, &delta, out) {
+            Some(result) => {
+                self.decoder.skip(&mut self.buf, peeked);
+                self.lent_written(result, out);
+            }
+            None => {
+                let event = delta.into_event();
+                self.decoder.skip(&mut self.buf, peeked);
+                self.lent_event(event, out);
+            }
+        }
+        InPlace::Lent
+    }
+
+    /// Counts a lent delta the writer wrote, with the writer's result.
+    fn lent_written(&mut self, result: Result<(), Failure>, out: &mut BytesMut) {
+        self.stats.events_in += 1;
+        self.stats.events_out += 1;
+        self.written(result, out);
+        self.count_notes();
+    }
+
+    /// Steps the event a lent delta stands for, the writer having declined the parts.
+    fn lent_event(&mut self, event: Event, out: &mut BytesMut) {
+        self.stats.events_in += 1;
+        self.step_event(event, out);
     }
 
     /// The upstream body ended: flushes a last event without its blank line, lets the reader
@@ -283,7 +333,7 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         self.tick();
         while !self.is_finished() {
             let item = self.decoder.decode_eof(&mut self.buf);
-            if !self.item(item, out) {
+            if !self.item(item, out, true) {
                 break;
             }
         }
@@ -313,32 +363,30 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         }
     }
 
-    /// Handles one decoder result; false when decoding must stop.
-    fn item(&mut self, item: Result<Option<SseItem>, SseError>, out: &mut BytesMut) -> bool {
+    /// Handles one decoder result; false when decoding must stop. `may_lend`: the reader has
+    /// not yet been asked to lend the event ([`Reader::read_delta`]).
+    fn item(
+        &mut self,
+        item: Result<Option<SseItem>, SseError>,
+        out: &mut BytesMut,
+        may_lend: bool,
+    ) -> bool {
         match item {
             Ok(Some(SseItem::Event(event))) => {
-                self.stats.events_in += 1;
-                if let Some(delta) = self.reader.read_delta(&event) {
-                    // Nearly every event: a delta of an open message, written from the bytes it
-                    // came in when the writer can, built into the event when not.
-                    let written = if self.sequencer.continues_delta(&delta) {
-                        self.writer.write_delta(&delta, out)
-                    } else {
-                        None
-                    };
-                    match written {
-                        Some(result) => {
-                            self.stats.events_out += 1;
-                            self.written(result, out);
-                            self.count_notes();
-                        }
+                if let Some(delta) = may_lend
+                    .then(|| self.reader.read_delta(event.view()))
+                    .flatten()
+                {
+                    match write_lent(&self.sequencer, &mut self.writer, &delta, out) {
+                        Some(result) => self.lent_written(result, out),
                         None => {
                             let event = delta.into_event();
-                            self.step_event(event, out);
+                            self.lent_event(event, out);
                         }
                     }
                     return !self.is_finished();
                 }
+                self.stats.events_in += 1;
                 let result = self.read_and_step(out, |reader, events, notes| {
                     reader.read(&event, events, notes)
                 });
@@ -466,6 +514,31 @@ pub fn translate_all(spec: PipelineSpec, input: &[u8]) -> Result<BytesMut, Unsup
     pipeline.push(input, &mut out);
     pipeline.end(&mut out);
     Ok(out)
+}
+
+/// What [`Pipeline::lend_in_place`] did with the next event.
+enum InPlace {
+    /// It was a delta the reader lent: handled and stepped over.
+    Lent,
+    /// The reader would not lend it: here it is, split off the buffer.
+    Declined(SseEvent),
+    /// There is none the decoder can show where it lies.
+    NotPeeked,
+}
+
+/// Nearly every event: a delta of an open message, written from the bytes it came in when the
+/// writer can. `None`: the event it stands for must be built and stepped.
+fn write_lent<W: Writer>(
+    sequencer: &RunSequencer,
+    writer: &mut W,
+    delta: &DeltaRef<'_>,
+    out: &mut BytesMut,
+) -> Option<Result<(), Failure>> {
+    if sequencer.continues_delta(delta) {
+        writer.write_delta(delta, out)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

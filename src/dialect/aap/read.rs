@@ -41,7 +41,7 @@ use crate::event::{
     TextRole, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart, ToolRole,
 };
 use crate::json::{for_each_field, Cursor, JsonStr, Scalar};
-use crate::sse::SseEvent;
+use crate::sse::{SseEvent, SseEventRef};
 
 /// Prefix of the confirm call offering an AAP permission to the client (§6.1).
 pub const PERMISSION_CONFIRM_PREFIX: &str = "confirm:perm:";
@@ -991,10 +991,10 @@ fn permission_interrupt(call: &AapCall) -> Interrupt {
 /// nearly every event of a turn — read without building a JSON tree. `None`: anything else,
 /// which the general path reads (with the same result for what this accepts).
 fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
-    if let Some((kind, delta)) = plain_delta_layout(event) {
+    if let Some((kind, delta)) = plain_delta_layout(event.view()) {
         return Some((kind, delta.decode()));
     }
-    let kind = delta_kind(event)?;
+    let kind = delta_kind(event.view())?;
     let mut delta = None;
     for_each_field(&event.data, |key, value| match (key, value) {
         ("delta", Scalar::Str(s)) => delta.replace(s).is_none().then_some(()),
@@ -1005,8 +1005,8 @@ fn plain_delta(event: &SseEvent) -> Option<(Kind, Cow<'_, str>)> {
 }
 
 /// The kind of a delta event, by its name.
-fn delta_kind(event: &SseEvent) -> Option<Kind> {
-    match event.name.as_deref()? {
+fn delta_kind(event: SseEventRef<'_>) -> Option<Kind> {
+    match event.name? {
         name::TEXT_DELTA => Some(Kind::Text),
         name::THINKING_DELTA => Some(Kind::Reasoning),
         _ => None,
@@ -1015,9 +1015,9 @@ fn delta_kind(event: &SseEvent) -> Option<Kind> {
 
 /// A delta as AAP agents write it: `{"delta":"…"}`, perhaps with fields AAP does not define
 /// after it, which the general path ignores too.
-fn plain_delta_layout(event: &SseEvent) -> Option<(Kind, JsonStr<'_>)> {
+fn plain_delta_layout(event: SseEventRef<'_>) -> Option<(Kind, JsonStr<'_>)> {
     let kind = delta_kind(event)?;
-    let mut c = Cursor::new(&event.data);
+    let mut c = Cursor::new(event.data);
     c.expect(br#"{"delta":""#)?;
     let delta = c.string_rest()?;
     let mut again = false;
@@ -1039,7 +1039,7 @@ impl crate::dialect::codec::Reader for AapReader {
 
     /// What [`AapReader::read`] makes of a delta in the layout AAP agents write, lent: a
     /// delta of the message its kind has open, outside the extension's brackets.
-    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
         if self.stop.is_some() || self.finished {
             return None;
         }

@@ -127,7 +127,7 @@ pub(super) fn read(
 /// not one, or is one only the event can carry (an escaped id, a timestamp the options
 /// refuse, a field the slow path renames); [`read`] then decides.
 pub(super) fn delta<'a>(
-    data: &'a Bytes,
+    data: &'a [u8],
     options: ReaderOptions,
     scratch: &'a mut Scratch,
 ) -> Option<DeltaRef<'a>> {
@@ -192,7 +192,11 @@ fn content_event(
             let base = EventBase {
                 timestamp,
                 extra: Extra::from_members(members.text(scratch)),
-                source: SourceRef::new(data, known).to_source(),
+                source: Source::new(if known < data.len() {
+                    data.slice(..known)
+                } else {
+                    data.clone()
+                }),
                 ..EventBase::default()
             };
             out.push(kind.event(id.into_owned(), delta.into_owned(), base));

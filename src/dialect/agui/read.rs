@@ -27,7 +27,7 @@ use crate::error::{ErrorCode, Failure};
 use crate::event::{spare, DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
 use crate::event::{Event, EventBase, EventType, RunAgentInput, RunError, TextMessageStart};
 use crate::mapping::AguiAliases;
-use crate::sse::SseEvent;
+use crate::sse::{SseEvent, SseEventRef};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -605,13 +605,13 @@ impl crate::dialect::codec::Reader for AguiReader {
         AguiReader::read(self, event, out, notes)
     }
 
-    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
         // `read` would pass such a delta on as the fast path decoded it: nothing held, no
         // chunk stream to close, and a delta changes none of the reader's state.
         if !self.fast_path || !self.held_args.is_empty() || !self.chunks.is_idle() {
             return None;
         }
-        fast::delta(&event.data, self.options, &mut self.fast)
+        fast::delta(event.data, self.options, &mut self.fast)
     }
 }
 

@@ -30,7 +30,7 @@ use crate::event::{
 use crate::event::{DeltaKind, DeltaRef, DropKind, IdMint, Note, Rule, RunIds};
 use crate::json::{self, JsonStr, Scalar};
 use crate::mapping::{AguiAliases, HaiTables, Mappings};
-use crate::sse::SseEvent;
+use crate::sse::{SseEvent, SseEventRef};
 
 /// Tool calls remembered per run to derive `pendingToolCallIds`; beyond, calls are not listed.
 const MAX_TRACKED_CALLS: usize = 8192;
@@ -821,11 +821,11 @@ impl crate::dialect::codec::Reader for HaiReader {
 
     /// What [`HaiReader::plain_text`] reads from the layout HAI agents write, lent: a text
     /// delta of an open message, its text without escapes at either level.
-    fn read_delta<'a>(&'a mut self, event: &'a SseEvent) -> Option<DeltaRef<'a>> {
+    fn read_delta<'a>(&'a mut self, event: SseEventRef<'a>) -> Option<DeltaRef<'a>> {
         if !self.text_is_text {
             return None;
         }
-        let (id, text, timestamp) = plain_text_layout(&event.data)?;
+        let (id, text, timestamp) = plain_text_layout(event.data)?;
         let id = id.plain()?;
         if id.is_empty()
             || !self.open.iter().any(|o| o.id == id)
