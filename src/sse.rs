@@ -15,9 +15,10 @@
 //!
 //! Allocation: a single-line `data:` value is a zero-copy slice of the read buffer; only
 //! multi-line data is joined into a new buffer. A caller can also look at such an event where
-//! it lies ([`SseDecoder::peek`]) and step over it, without splitting it off at all. Lines are read where they lie in the buffer (a
-//! blank line needs no search at all), and an `event:` name the stream repeats is handed out
-//! again rather than allocated per event: every event of an AAP stream is named.
+//! it lies ([`SseDecoder::peek`]) and step over it, without splitting it off at all. Lines are
+//! read where they lie in the buffer (a blank line needs no search at all), and an `event:`
+//! name the stream repeats is handed out again rather than allocated per event: every event of
+//! an AAP stream is named.
 //!
 //! Pure: must not import the I/O side (`session`, `telemetry`, `config`, `http`, `adapters`,
 //! `server`), tokio, hyper or tracing, nor read a clock or a file (`tests/it/layering.rs`).
