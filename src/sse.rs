@@ -82,8 +82,8 @@ impl SseEvent {
 
 /// What [`SseDecoder::single_line`] found at the start of a buffer.
 enum SingleLine {
-    /// A whole single-line event.
-    Event(Lines),
+    /// A whole single-line event: its data's range (the rest follows from it, [`name_range`]).
+    Event(Range<usize>),
     /// The first line is a data line still arriving.
     DataArriving,
     /// Anything else: the line by line reading takes it.
@@ -95,13 +95,10 @@ enum SingleLine {
 #[derive(Debug)]
 pub struct Peeked(Range<usize>);
 
-/// Where a single-line event's parts lie in the buffer; it ends two bytes after its data.
-#[derive(Debug)]
-struct Lines {
-    /// The `event:` value's range, when there is one.
-    name: Option<Range<usize>>,
-    /// The `data:` value's range.
-    data: Range<usize>,
+/// Where the `event:` value of a single-line event lies, given its data's range: `event:
+/// <name>\n` comes before `data: ` when the data does not start the buffer.
+fn name_range(data: &Range<usize>) -> Option<Range<usize>> {
+    (data.start > DATA.len()).then(|| NAME.len()..data.start - DATA.len() - 1)
 }
 
 /// Why decoding stopped.
@@ -255,8 +252,8 @@ impl SseDecoder {
     /// `data: ` and one line, then the blank line (LF line ends), with nothing pending. `None`:
     /// anything else, which the line by line reading takes.
     fn single_line_event(&mut self, buf: &mut BytesMut) -> Result<Option<SseItem>, SseError> {
-        let line = match self.single_line(buf)? {
-            SingleLine::Event(line) => line,
+        let data = match self.single_line(buf)? {
+            SingleLine::Event(data) => data,
             SingleLine::DataArriving => {
                 // Searched once: the search resumes where this one stopped.
                 self.scan_from = buf.len();
@@ -264,11 +261,11 @@ impl SseDecoder {
             }
             SingleLine::Other => return Ok(None),
         };
-        if buf[line.data.clone()] == *b"[DONE]" {
-            buf.advance(line.data.end + 2);
+        if buf[data.clone()] == *b"[DONE]" {
+            buf.advance(data.end + 2);
             return Ok(Some(SseItem::Done));
         }
-        Ok(Some(SseItem::Event(self.take(buf, Peeked(line.data)))))
+        Ok(Some(SseItem::Event(self.take(buf, Peeked(data)))))
     }
 
     /// The next event where it lies at the start of `buf`, when it is one that
@@ -281,19 +278,19 @@ impl SseDecoder {
         if self.at_stream_start || self.skip_lf {
             return None;
         }
-        let Ok(SingleLine::Event(line)) = self.single_line(buf) else {
+        let Ok(SingleLine::Event(range)) = self.single_line(buf) else {
             return None;
         };
-        let data = &buf[line.data.clone()];
+        let data = &buf[range.clone()];
         if data == b"[DONE]" {
             return None;
         }
-        let name = match &line.name {
+        let name = match name_range(&range) {
             // Decoding would replace what is not UTF-8: that event takes the decoder's way.
-            Some(range) => Some(std::str::from_utf8(&buf[range.clone()]).ok()?),
+            Some(name) => Some(std::str::from_utf8(&buf[name]).ok()?),
             None => None,
         };
-        Some((SseEventRef { name, data }, Peeked(line.data)))
+        Some((SseEventRef { name, data }, Peeked(range)))
     }
 
     /// Steps over the event [`Self::peek`] found at the start of `buf`: buffer and decoder
@@ -306,9 +303,7 @@ impl SseDecoder {
     /// without looking for it again.
     pub fn take(&mut self, buf: &mut BytesMut, peeked: Peeked) -> SseEvent {
         let data = peeked.0;
-        // `event: <name>\n` comes before `data: ` when the data does not start the buffer.
-        let name = (data.start > DATA.len())
-            .then(|| self.event_name(NAME.len(), data.start - DATA.len() - 1, buf));
+        let name = name_range(&data).map(|name| self.event_name(name.start, name.end, buf));
         buf.advance(data.start);
         let data = buf.split_to(data.len()).freeze();
         buf.advance(2);
@@ -327,8 +322,7 @@ impl SseDecoder {
         {
             return Ok(SingleLine::Other);
         }
-        // The name's line, when there is one: its value's range.
-        let mut name = None;
+        // The name's line, when there is one.
         let mut at = 0;
         if buf.starts_with(NAME) {
             let Some(len) = memchr::memchr2(b'\n', b'\r', &buf[NAME.len()..]) else {
@@ -339,7 +333,6 @@ impl SseDecoder {
                 return Ok(SingleLine::Other);
             }
             self.check_size(end)?;
-            name = Some(NAME.len()..end);
             at = end + 1;
         }
         if !buf[at..].starts_with(DATA) {
@@ -359,10 +352,7 @@ impl SseDecoder {
             return Ok(SingleLine::Other);
         }
         self.check_size(end - at)?;
-        Ok(SingleLine::Event(Lines {
-            name,
-            data: start..end,
-        }))
+        Ok(SingleLine::Event(start..end))
     }
 
     /// After the last chunk: decodes what is left, including a final line without its end
