@@ -191,3 +191,29 @@ fn an_allowlist_passes_only_what_it_names() {
     assert!(!out.contains_key("cookie"));
     assert!(!out.contains_key("x-tenant"));
 }
+
+/// The hand-written IPv4 path writes what `Display` writes, at every octet width.
+#[test]
+fn addresses_are_written_as_display_writes_them() {
+    let samples = [
+        "0.0.0.0",
+        "255.255.255.255",
+        "10.0.0.7",
+        "192.168.100.9",
+        "1.20.255.0",
+        "::1",
+        "2001:db8::ff00:42:8329",
+    ];
+    for sample in samples {
+        let ip: IpAddr = sample.parse().unwrap();
+        let mut out = String::new();
+        push_ip(&mut out, ip);
+        assert_eq!(out, ip.to_string(), "{sample}");
+    }
+    for octet in 0..=255u8 {
+        let ip = IpAddr::from([octet, 255 - octet, octet / 3, 9]);
+        let mut out = String::new();
+        push_ip(&mut out, ip);
+        assert_eq!(out, ip.to_string());
+    }
+}
