@@ -26,7 +26,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -57,19 +56,24 @@ pub enum LinkError {
     Wire(#[from] WireError),
 }
 
-/// Which pool a connection belongs to.
+/// Which pool a connection belongs to: the upstream's scheme and authority, lowercased, as
+/// one string (`http://host:port`).
+///
+/// Not `http`'s `Scheme` and `Authority`: their `Hash` feeds the hasher one lowercased byte at
+/// a time, about 1,000 instructions per lookup under callgrind, and a request looks its pool
+/// up three times (taken, emptied, given back). One string is hashed in one write.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    scheme: Scheme,
-    authority: Authority,
-}
+struct Key(Box<str>);
 
 impl Key {
     fn of(uri: &Uri) -> Option<Key> {
-        Some(Key {
-            scheme: uri.scheme()?.clone(),
-            authority: uri.authority()?.clone(),
-        })
+        let (scheme, authority) = (uri.scheme_str()?, uri.authority()?.as_str());
+        let mut key = String::with_capacity(scheme.len() + 3 + authority.len());
+        key.push_str(scheme);
+        key.push_str("://");
+        key.push_str(authority);
+        key.make_ascii_lowercase();
+        Some(Key(key.into_boxed_str()))
     }
 }
 
@@ -176,7 +180,7 @@ pub struct Link {
 impl std::fmt::Debug for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Link")
-            .field("authority", &self.key.authority)
+            .field("upstream", &self.key.0)
             .field("open", &self.wire.is_some())
             .finish()
     }
@@ -340,6 +344,21 @@ mod tests {
 
     use super::*;
     use crate::tls::client::https_connector;
+
+    /// One pool per scheme and authority, whatever their case; the path does not matter.
+    #[test]
+    fn the_pool_key_is_the_lowercased_origin() {
+        let key = |uri: &str| Key::of(&uri.parse().unwrap());
+        let base = key("http://Agent.Example:8080/run").unwrap();
+        assert_eq!(&*base.0, "http://agent.example:8080");
+        assert_eq!(
+            Some(base.clone()),
+            key("HTTP://agent.EXAMPLE:8080/other?q=1")
+        );
+        assert_ne!(Some(base.clone()), key("https://agent.example:8080/run"));
+        assert_ne!(Some(base.clone()), key("http://agent.example:8081/run"));
+        assert_eq!(key("/run"), None);
+    }
 
     /// An upstream on a real socket answering every request on a connection with `body`,
     /// keeping the connection unless `close_after` (then it closes it after one answer,
