@@ -303,13 +303,15 @@ pub async fn nginx(layout: &Layout, upstream: SocketAddr, dir: &Path) -> anyhow:
     // open-file limit. nginx wants more connection slots than that: with as many slots as
     // descriptors it ran out at 9,950 streams ("worker_connections are not enough") and closed
     // some; the slots are preallocated, which only raises its RSS at rest.
+    // Its access log stays on, as nginx ships: the gateway logs each request's end at its
+    // default level too, and each line is part of what a request costs.
     let files = crate::memory::fd_limit();
     let connections = files * 2;
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile {files};\n\
          pid {p}/nginx.pid;\nerror_log {p}/logs/error.log warn;\n\
          events {{ worker_connections {connections}; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {p}/client_body;\n\
+         http {{\n  access_log {p}/logs/access.log combined;\n  client_body_temp_path {p}/client_body;\n\
          \x20 proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n\
          \x20 uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
          \x20 upstream mock {{ server {upstream}; keepalive 256; }}\n\

@@ -485,6 +485,9 @@ nginx, or nothing for direct) are separate processes.
 - The upstreams speak AG-UI, so the **direct baseline speaks AG-UI** (the upstream's protocol) \
 for every comparator, translating ones included; nginx is a plain AG-UI proxy \
 (`proxy_buffering off`, one process: `master_process off`).
+- Both write a line per request, as they do by default: nginx its access log (the `combined` \
+format, to a file), the gateway its closing line at `info` (to a file: its stderr). Each \
+request's line is part of what it costs.
 - Upstream shapes. **Event per chunk** (the default everywhere): every SSE event is its own \
 HTTP/1.1 chunk, the way the Python and TypeScript AG-UI SDKs frame them; the mock's HTTP server \
 (hyper) still gathers the chunks that are ready together into one vectored write (scenario f \
