@@ -8,20 +8,30 @@
 # "delta"`) on a session of its own, created before counting starts. Prints instructions per
 # request and leaves the callgrind file for `callgrind_annotate --inclusive=yes FILE`.
 #
-#   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai|aap] [--out FILE] [BINARY]
+# With `--events N --pace-us P` each run has N content events P µs apart, one per chunk, so
+# each has its own read and write, as in the latency scenario; the difference between two
+# counts (say 200 and 1,200 events) over the events between them is the per-event path's
+# instructions, the opening and the end left out. `--one-cpu` runs the gateway on CPU 1 alone
+# (its runtime is then the current-thread one, as in the benchmark) and the mock on CPU 0.
+#
+#   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai|aap] [--events 1]
+#       [--pace-us 0] [--one-cpu] [--out FILE] [BINARY]
 #
 # BINARY defaults to target/release/dialect-proxy (built here when missing); the mock is the
 # end-to-end benchmark's (`cargo bench --bench e2e --no-run` builds it). Needs valgrind and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-requests=100 client=ag-ui out=target/e2e/request-instructions.callgrind
+requests=100 client=ag-ui events=1 pace_us=0 on0=() on1=() out=target/e2e/request-instructions.callgrind
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests=$2; shift 2 ;;
         --client) client=$2; shift 2 ;;
+        --events) events=$2; shift 2 ;;
+        --pace-us) pace_us=$2; shift 2 ;;
+        --one-cpu) on0=(taskset -c 0) on1=(taskset -c 1); shift ;;
         --out) out=$2; shift 2 ;;
-        -*) echo "usage: $0 [--requests N] [--client ag-ui|hai|aap] [--out FILE] [BINARY]" >&2; exit 2 ;;
+        -*) echo "usage: $0 [--requests N] [--client ag-ui|hai|aap] [--events N] [--pace-us P] [--one-cpu] [--out FILE] [BINARY]" >&2; exit 2 ;;
         *) break ;;
     esac
 done
@@ -59,21 +69,21 @@ listening() { # FILE: waits for "http://HOST:PORT" in it, prints PORT
     echo "no address in $1" >&2; exit 1
 }
 
-"$mock" mock --delay-ms 0 --events 1 --pace-us 0 --delta-bytes 60 --mode normal \
+"${on0[@]}" "$mock" mock --delay-ms 0 --events "$events" --pace-us "$pace_us" --delta-bytes 60 --mode normal \
     --flood-bytes 0 --chunking event >"$work/mock.out" 2>&1 &
 pids+=($!)
 upstream=$(listening "$work/mock.out")
 mkdir -p "$(dirname "$out")"
 face=(--client "$client")
 [ "$client" != aap ] || face+=(--agent-name bench)
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$binary" serve \
+"${on1[@]}" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$binary" serve \
     --listen 127.0.0.1:0 "${face[@]}" --upstream "http://127.0.0.1:$upstream/" \
     --upstream-dialect ag-ui >"$work/gateway.out" 2>"$work/gateway.err" &
 gateway=$!
 pids+=($gateway)
 port=$(listening "$work/gateway.out")
 post() { # PATH BODY
-    curl -sf -H 'content-type: application/json' -H 'accept: text/event-stream' -d "$2" \
+    "${on0[@]}" curl -sf -H 'content-type: application/json' -H 'accept: text/event-stream' -d "$2" \
         "http://127.0.0.1:$port$1"
 }
 path() { # a new session's turns (AAP), or the run path
@@ -102,4 +112,4 @@ callgrind_control -i off "$gateway" >/dev/null 2>&1
 kill -TERM "$gateway"
 wait "$gateway" || true
 total=$(awk '/^totals:/ {print $2; exit}' "$out")
-echo "$client: $((total / requests)) instructions per request ($requests requests; $out)"
+echo "$client: $((total / requests)) instructions per request ($requests requests of $events events; $out)"
