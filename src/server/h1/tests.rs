@@ -332,10 +332,11 @@ impl Body for Finale {
     }
 }
 
-/// The server end of a pipe, counting the writes that wrote something.
+/// The server end of a pipe, counting the writes that wrote something and the reads tried.
 struct Counted {
     io: DuplexStream,
     writes: Arc<AtomicUsize>,
+    reads: Arc<AtomicUsize>,
 }
 
 impl AsyncRead for Counted {
@@ -344,6 +345,7 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
@@ -377,6 +379,7 @@ async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
     let server = Counted {
         io: server,
         writes: writes.clone(),
+        reads: Arc::default(),
     };
     let (send, frame) = oneshot::channel();
     let body = std::sync::Mutex::new(Some(Finale { frame, done: false }));
@@ -421,6 +424,118 @@ async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
         rest.starts_with("HTTP/1.1 200") && rest.ends_with("next"),
         "{rest}"
     );
+}
+
+/// Serves one connection on `server`, whose first request streams what is sent on the returned
+/// channel and whose later ones are answered `next`; the receiver fails once the stream's body
+/// is dropped.
+fn serve_stream_then_next(
+    server: Counted,
+    drain: &Drain,
+) -> (
+    mpsc::UnboundedSender<Bytes>,
+    oneshot::Receiver<()>,
+    tokio::task::JoinHandle<io::Result<()>>,
+) {
+    let (frames, receiver) = mpsc::unbounded_channel();
+    let (dropped, on_drop) = oneshot::channel();
+    let body = std::sync::Mutex::new(Some(Channel {
+        frames: receiver,
+        _dropped: dropped,
+    }));
+    let served = tokio::spawn(serve(
+        server,
+        BytesMut::new(),
+        settings(),
+        drain.watcher(),
+        move |_| {
+            let body = match body.lock().unwrap().take() {
+                Some(stream) => stream.boxed_unsync(),
+                None => Full::new(Bytes::from("next")).boxed_unsync(),
+            };
+            async move { Response::new(body) }
+        },
+        || {},
+    ));
+    (frames, on_drop, served)
+}
+
+#[tokio::test]
+async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_news() {
+    let drain = Drain::new();
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let reads = Arc::new(AtomicUsize::new(0));
+    let server = Counted {
+        io: server,
+        writes: Arc::default(),
+        reads: reads.clone(),
+    };
+    let (frames, on_drop, served) = serve_stream_then_next(server, &drain);
+    client
+        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
+    let before = reads.load(Ordering::SeqCst);
+    for i in 0..50 {
+        frames.send(Bytes::from(format!("data: {i}\n\n"))).unwrap();
+        read_until(&mut client, &mut seen, &format!("data: {i}\n\n\r\n")).await;
+    }
+    let polled = reads.load(Ordering::SeqCst) - before;
+    assert!(
+        polled <= 2,
+        "50 events woke the connection; its socket was polled {polled} times"
+    );
+
+    // A pipelined request sent mid-stream wakes it: it is kept, and answered after the stream.
+    client
+        .write_all(b"GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, async {
+        while reads.load(Ordering::SeqCst) - before <= polled {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the pipelined bytes were not read while the stream went on");
+    frames.send(Bytes::from("data: last\n\n")).unwrap();
+    drop(frames);
+    let rest = read_to_end(&mut client).await;
+    assert!(
+        rest.contains("data: last")
+            && rest.contains("0\r\n\r\nHTTP/1.1 200")
+            && rest.ends_with("next"),
+        "{rest}"
+    );
+    served.await.unwrap().unwrap();
+    drop(on_drop);
+
+    // The client leaving after events have flowed drops the stream.
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let server = Counted {
+        io: server,
+        writes: Arc::default(),
+        reads: Arc::default(),
+    };
+    let (frames, on_drop, served) = serve_stream_then_next(server, &drain);
+    client
+        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for i in 0..5 {
+        frames.send(Bytes::from(format!("data: {i}\n\n"))).unwrap();
+        read_until(&mut client, &mut seen, &format!("data: {i}\n\n\r\n")).await;
+    }
+    drop(client);
+    tokio::time::timeout(WAIT, on_drop)
+        .await
+        .expect("the stream outlived its client")
+        .unwrap_err();
+    served.await.unwrap().unwrap();
+    drop(frames);
 }
 
 #[tokio::test]
