@@ -96,7 +96,18 @@ pub struct AguiAliases {
     /// Lower-cased role → 1.0 text role.
     pub roles: HashMap<String, TextRole>,
     pub unknown_role: TextRole,
+    /// The aliases of [`DELTA_TYPES`]' own fields (from `fields`, in that order), for the
+    /// reader's fast path: found once per table, not by hashing type names for every stream.
+    delta_aliases: Arc<[Vec<String>; 3]>,
 }
+
+/// The content deltas whose fields' aliases the AG-UI reader's fast path checks for on every
+/// event ([`AguiAliases::delta_aliases`]).
+pub const DELTA_TYPES: [EventType; 3] = [
+    EventType::TextMessageContent,
+    EventType::ReasoningMessageContent,
+    EventType::ToolCallArgs,
+];
 
 impl AguiAliases {
     /// The compiled-in table.
@@ -164,14 +175,25 @@ impl AguiAliases {
                 pairs.sort();
                 (ty, pairs)
             })
-            .collect();
+            .collect::<HashMap<String, Vec<(String, String)>>>();
+        let delta_aliases = Arc::new(DELTA_TYPES.map(|ty| {
+            fields.get(ty.as_str()).map_or_else(Vec::new, |pairs| {
+                pairs.iter().map(|(alias, _)| alias.clone()).collect()
+            })
+        }));
         Ok(AguiAliases {
             keys,
             events,
             fields,
             roles,
             unknown_role,
+            delta_aliases,
         })
+    }
+
+    /// The aliases of the fields of each of [`DELTA_TYPES`], in that order.
+    pub fn delta_aliases(&self) -> &Arc<[Vec<String>; 3]> {
+        &self.delta_aliases
     }
 
     /// Maps any role string onto a 1.0 text role.
@@ -337,6 +359,21 @@ mod tests {
         assert_eq!(h.output_type("think"), "thinking");
         assert_eq!(h.output_type("fold"), "fold");
         assert_eq!(h.error_message, "upstream error");
+    }
+
+    #[test]
+    fn the_content_deltas_field_aliases_are_listed_once_per_table_in_delta_order() {
+        let builtin = AguiAliases::parse(BUILTIN_AGUI_ALIASES, "builtin").unwrap();
+        let expected: [Vec<String>; 3] = [vec!["content".into()], vec![], vec!["args".into()]];
+        assert_eq!(**builtin.delta_aliases(), expected);
+        let own = AguiAliases::parse(
+            "[fields.REASONING_MESSAGE_CONTENT]\nthought = \"delta\"\ntext = \"delta\"\n\
+             [fields.TOOL_CALL_START]\nname = \"toolCallName\"\n",
+            "own.toml",
+        )
+        .unwrap();
+        let expected: [Vec<String>; 3] = [vec![], vec!["text".into(), "thought".into()], vec![]];
+        assert_eq!(**own.delta_aliases(), expected);
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //! them, without leaving the fast path. Measured with `benches/codec.rs` (`text-60B+field`):
 //! the slow path costs several times the whole pipeline's work for such an event.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::fix;
 use super::options::{ReaderOptions, SYSTEM_EXCEPTION};
 use crate::event::{
-    DeltaKind, DeltaRef, Event, EventBase, EventType, Extra, RunFinished, RunStarted, Source,
-    SourceRef, TextMessageEnd, TextMessageStart, TextRole,
+    DeltaKind, DeltaRef, Event, EventBase, Extra, RunFinished, RunStarted, Source, SourceRef,
+    TextMessageEnd, TextMessageStart, TextRole,
 };
 use crate::json::{for_each_field, Cursor, JsonStr, Member, Scalar};
 use crate::mapping::AguiAliases;
@@ -22,36 +24,23 @@ use crate::mapping::AguiAliases;
 const MAX_UNKNOWN_FIELDS: usize = 8;
 
 /// What the fast path keeps between events: the alias keys of the content types' own fields
-/// (`[fields.TEXT_MESSAGE_CONTENT]` …), found once per reader rather than by hashing the type
-/// name per event, and a buffer for the unknown fields' text.
+/// (`[fields.TEXT_MESSAGE_CONTENT]` …, in the order of [`crate::mapping::DELTA_TYPES`]),
+/// found once per alias table rather than by hashing type names per stream or per event, and
+/// a buffer for the unknown fields' text.
 #[derive(Debug)]
 pub(super) struct Scratch {
-    aliases: [Vec<String>; 3],
+    aliases: Arc<[Vec<String>; 3]>,
     members: String,
 }
 
 impl Scratch {
     pub(super) fn new(aliases: &AguiAliases) -> Scratch {
-        let of = |ty: EventType| {
-            aliases
-                .fields
-                .get(ty.as_str())
-                .map(|pairs| pairs.iter().map(|(alias, _)| alias.clone()).collect())
-                .unwrap_or_default()
-        };
         Scratch {
-            aliases: CONTENT_TYPES.map(of),
+            aliases: Arc::clone(aliases.delta_aliases()),
             members: String::new(),
         }
     }
 }
-
-/// The content deltas, in the order of [`Scratch`]'s alias lists.
-const CONTENT_TYPES: [EventType; 3] = [
-    EventType::TextMessageContent,
-    EventType::ReasoningMessageContent,
-    EventType::ToolCallArgs,
-];
 
 /// The fast path: an event that is already strict 1.0 — it decodes straight into its type, and
 /// nothing the slow path would repair is present (no snake_case or alias keys, no `null`, no
