@@ -246,10 +246,7 @@ impl Relay {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         let framing = Framing::from_content_type(content_type);
-        let body = response
-            .into_body()
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            .boxed_unsync();
+        let body = response.into_body().boxed_unsync();
         Ok((body, framing))
     }
 

@@ -222,10 +222,7 @@ impl Link {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
-        let body = response
-            .into_body()
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            .boxed_unsync();
+        let body = response.into_body().boxed_unsync();
         Ok((body, if json { Framing::Json } else { Framing::Sse }))
     }
 }

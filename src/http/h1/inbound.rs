@@ -12,7 +12,9 @@
 //! tokio's readiness check and its waiters' lock each time, about 240 of a streamed event's
 //! 6,500 instructions (`benches/request_instructions.sh --events`). The socket is polled
 //! there with a waker of its own ([`Watch`]) instead, which notes that the socket woke the
-//! task; until it has, the socket is not polled again.
+//! task; until it has, the socket is not polled again. This holds because nothing but this
+//! read side reads the socket: a read with another waker (a request head, a request body)
+//! goes through [`Inbound::poll_fill`], which marks the watch as no longer registered.
 
 use std::io;
 use std::pin::Pin;

@@ -247,14 +247,19 @@ pub struct CallBody {
     span: Span,
 }
 
+/// A [`CallBody`]'s error: a [`WireError`], boxed as the translating body takes its upstream's
+/// errors (`body::UpstreamBody`). Boxed here, where the error is made, rather than by a
+/// `map_err` layer that every one of a stream's frames would pass through.
+pub type CallError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Body for CallBody {
     type Data = Bytes;
-    type Error = WireError;
+    type Error = CallError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, WireError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, CallError>>> {
         let this = &mut *self;
         match this.link.poll_data(cx) {
             Poll::Pending => Poll::Pending,
@@ -262,7 +267,9 @@ impl Body for CallBody {
             over => {
                 // The call is over: its span closes now, not whenever the body is dropped.
                 this.span = Span::none();
-                over.map(|end| end.map(|failed| failed.map(Frame::data)))
+                over.map(|end| {
+                    end.map(|failed| failed.map(Frame::data).map_err(|e: WireError| e.into()))
+                })
             }
         }
     }
