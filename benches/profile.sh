@@ -9,8 +9,9 @@
 #   benches/profile.sh --comparators nginx,ag-ui,hai,aap-delta,aap-message
 #   PROFILE_OUT=/tmp/PROFILE.md benches/profile.sh  the summary elsewhere
 #
-# It profiles the release binary `cargo bench` builds (target/release/dialect-proxy, with
-# debug line tables: `[profile.release] debug = 1`). BENCH_NO_INSTALL=1 skips installing
+# It profiles the binary BENCH_GATEWAY names (`benches/run` sets it to the release build, as
+# shipped), else the one `cargo bench` builds; both keep debug line tables
+# (`[profile.release] debug = 1`). BENCH_NO_INSTALL=1 skips installing
 # perf and nginx when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -17,7 +17,7 @@
 #   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai|aap] [--events 1]
 #       [--pace-us 0] [--one-cpu] [--out FILE] [BINARY]
 #
-# BINARY defaults to target/release/dialect-proxy (built here when missing); the mock is the
+# BINARY defaults to target/release/dialect-proxy (built here, as shipped); the mock is the
 # end-to-end benchmark's (`cargo bench --bench e2e --no-run` builds it). Needs valgrind and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +48,6 @@ esac
 if [ "$client" = aap ] && [ "$requests" -gt 100 ]; then
     echo "--client aap: at most 100 requests (a caller may hold 100 sessions)" >&2; exit 2
 fi
-[ -x "$binary" ] || cargo build --release --bin dialect-proxy
 mock=$(cargo bench --bench e2e --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
@@ -56,6 +55,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "e2e" and m.get("executable"):
         print(m["executable"])')
 [ -n "$mock" ] || { echo "could not build the benchmark's mock" >&2; exit 1; }
+# Built even when present, and after the mock: a `cargo bench` build leaves a binary there with
+# tokio's `test-util` (turned on by the dev-dependencies), which is not the one that ships.
+[ $# -gt 0 ] || cargo build --release --locked --bin dialect-proxy
 
 work=$(mktemp -d)
 pids=()

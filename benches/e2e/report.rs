@@ -482,6 +482,10 @@ const METHOD: &str = "\
 stream), the upstream (the mock: the same executable re-run as `mock`, one process per scenario \
 shape; or the Python SDK agent, `benches/sdk_agent.py`) and the system under test (the gateway, \
 nginx, or nothing for direct) are separate processes.
+- The gateway is the binary `BENCH_GATEWAY` names: with `benches/run`, the `cargo build --release` \
+build, as shipped. (The binary `cargo bench` builds also has what the dev-dependencies turn on \
+in crates they share with it: tokio's `test-util`, whose clock checks for a paused time at each \
+reading.)
 - The upstreams speak AG-UI, so the **direct baseline speaks AG-UI** (the upstream's protocol) \
 for every comparator, translating ones included; nginx is a plain AG-UI proxy \
 (`proxy_buffering off`, one process: `master_process off`).
