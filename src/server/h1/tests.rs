@@ -78,26 +78,40 @@ where
     ))
 }
 
-/// Serves one connection whose response streams what is sent on the returned channel; the
-/// returned receiver fails once the response body has been dropped.
-fn serve_stream(
-    server: DuplexStream,
+/// Serves one connection whose first response streams what is sent on the returned channel
+/// and whose later ones are `next`; the returned receiver fails once the stream's body has been
+/// dropped.
+fn serve_stream<S>(
+    server: S,
     drain: &Drain,
 ) -> (
     mpsc::UnboundedSender<Bytes>,
     oneshot::Receiver<()>,
     tokio::task::JoinHandle<io::Result<()>>,
-) {
+)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let (frames, receiver) = mpsc::unbounded_channel();
     let (dropped, on_drop) = oneshot::channel();
     let body = std::sync::Mutex::new(Some(Channel {
         frames: receiver,
         _dropped: dropped,
     }));
-    let served = serve_pipe(server, drain, move |_| {
-        let body = body.lock().unwrap().take().unwrap();
-        async move { Response::new(body.boxed_unsync()) }
-    });
+    let served = tokio::spawn(serve(
+        server,
+        BytesMut::new(),
+        settings(),
+        drain.watcher(),
+        move |_| {
+            let body = match body.lock().unwrap().take() {
+                Some(stream) => stream.boxed_unsync(),
+                None => Full::new(Bytes::from("next")).boxed_unsync(),
+            };
+            async move { Response::new(body) }
+        },
+        || {},
+    ));
     (frames, on_drop, served)
 }
 
@@ -426,40 +440,6 @@ async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
     );
 }
 
-/// Serves one connection on `server`, whose first request streams what is sent on the returned
-/// channel and whose later ones are answered `next`; the receiver fails once the stream's body
-/// is dropped.
-fn serve_stream_then_next(
-    server: Counted,
-    drain: &Drain,
-) -> (
-    mpsc::UnboundedSender<Bytes>,
-    oneshot::Receiver<()>,
-    tokio::task::JoinHandle<io::Result<()>>,
-) {
-    let (frames, receiver) = mpsc::unbounded_channel();
-    let (dropped, on_drop) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Channel {
-        frames: receiver,
-        _dropped: dropped,
-    }));
-    let served = tokio::spawn(serve(
-        server,
-        BytesMut::new(),
-        settings(),
-        drain.watcher(),
-        move |_| {
-            let body = match body.lock().unwrap().take() {
-                Some(stream) => stream.boxed_unsync(),
-                None => Full::new(Bytes::from("next")).boxed_unsync(),
-            };
-            async move { Response::new(body) }
-        },
-        || {},
-    ));
-    (frames, on_drop, served)
-}
-
 #[tokio::test]
 async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_news() {
     let drain = Drain::new();
@@ -470,7 +450,7 @@ async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_new
         writes: Arc::default(),
         reads: reads.clone(),
     };
-    let (frames, on_drop, served) = serve_stream_then_next(server, &drain);
+    let (frames, on_drop, served) = serve_stream(server, &drain);
     client
         .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -519,7 +499,7 @@ async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_new
         writes: Arc::default(),
         reads: Arc::default(),
     };
-    let (frames, on_drop, served) = serve_stream_then_next(server, &drain);
+    let (frames, on_drop, served) = serve_stream(server, &drain);
     client
         .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
