@@ -94,25 +94,42 @@ where
 {
     let (frames, receiver) = mpsc::unbounded_channel();
     let (dropped, on_drop) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Channel {
+    let stream = Channel {
         frames: receiver,
         _dropped: dropped,
-    }));
-    let served = tokio::spawn(serve(
+    };
+    (
+        frames,
+        on_drop,
+        serve_first_then_next(server, drain, stream),
+    )
+}
+
+/// Serves one connection whose first response is `first` and whose later ones are `next`.
+fn serve_first_then_next<S, B>(
+    server: S,
+    drain: &Drain,
+    first: B,
+) -> tokio::task::JoinHandle<io::Result<()>>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    B: Body<Data = Bytes, Error = Infallible> + Send + 'static,
+{
+    let first = std::sync::Mutex::new(Some(first));
+    tokio::spawn(serve(
         server,
         BytesMut::new(),
         settings(),
         drain.watcher(),
         move |_| {
-            let body = match body.lock().unwrap().take() {
+            let body = match first.lock().unwrap().take() {
                 Some(stream) => stream.boxed_unsync(),
                 None => Full::new(Bytes::from("next")).boxed_unsync(),
             };
             async move { Response::new(body) }
         },
         || {},
-    ));
-    (frames, on_drop, served)
+    ))
 }
 
 /// A connection whose one request (`GET /s`) is answered by [`serve_stream`].
@@ -346,6 +363,30 @@ impl Body for Finale {
     }
 }
 
+/// A pipe whose server end is [`Counted`]: the client end, the server end, and its counts of
+/// writes and of reads.
+fn counted_pipe() -> (DuplexStream, Counted, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (writes, reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let server = Counted {
+        io: server,
+        writes: writes.clone(),
+        reads: reads.clone(),
+    };
+    (client, server, writes, reads)
+}
+
+/// Sends `GET /s` on `client` and reads its response head: what was read.
+async fn ask_stream(client: &mut DuplexStream) -> Vec<u8> {
+    client
+        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
+    seen
+}
+
 /// The server end of a pipe, counting the writes that wrote something and the reads tried.
 struct Counted {
     io: DuplexStream,
@@ -388,38 +429,11 @@ impl AsyncWrite for Counted {
 
 #[tokio::test]
 async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let server = Counted {
-        io: server,
-        writes: writes.clone(),
-        reads: Arc::default(),
-    };
+    let (mut client, server, writes, _) = counted_pipe();
     let (send, frame) = oneshot::channel();
-    let body = std::sync::Mutex::new(Some(Finale { frame, done: false }));
     let drain = Drain::new();
-    let watcher = drain.watcher();
-    let _served = tokio::spawn(serve(
-        server,
-        BytesMut::new(),
-        settings(),
-        watcher,
-        move |_| {
-            // The stream first, then a plain answer.
-            let body = match body.lock().unwrap().take() {
-                Some(stream) => stream.boxed_unsync(),
-                None => Full::new(Bytes::from("next")).boxed_unsync(),
-            };
-            async move { Response::new(body) }
-        },
-        || {},
-    ));
-    client
-        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut seen = Vec::new();
-    read_until(&mut client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
+    let _served = serve_first_then_next(server, &drain, Finale { frame, done: false });
+    let mut seen = ask_stream(&mut client).await;
     let before = writes.load(Ordering::SeqCst);
     send.send(Bytes::from("data: last\n\n")).unwrap();
     read_until(&mut client, &mut seen, "c\r\ndata: last\n\n\r\n0\r\n\r\n").await;
@@ -443,20 +457,9 @@ async fn the_last_chunk_and_the_end_of_a_stream_leave_in_one_write() {
 #[tokio::test]
 async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_news() {
     let drain = Drain::new();
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let reads = Arc::new(AtomicUsize::new(0));
-    let server = Counted {
-        io: server,
-        writes: Arc::default(),
-        reads: reads.clone(),
-    };
+    let (mut client, server, _, reads) = counted_pipe();
     let (frames, on_drop, served) = serve_stream(server, &drain);
-    client
-        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut seen = Vec::new();
-    read_until(&mut client, &mut seen, "transfer-encoding: chunked\r\n\r\n").await;
+    let mut seen = ask_stream(&mut client).await;
     let before = reads.load(Ordering::SeqCst);
     for i in 0..50 {
         frames.send(Bytes::from(format!("data: {i}\n\n"))).unwrap();
@@ -493,18 +496,9 @@ async fn while_a_response_streams_the_client_socket_is_read_only_when_it_has_new
     drop(on_drop);
 
     // The client leaving after events have flowed drops the stream.
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    let server = Counted {
-        io: server,
-        writes: Arc::default(),
-        reads: Arc::default(),
-    };
+    let (mut client, server, _, _) = counted_pipe();
     let (frames, on_drop, served) = serve_stream(server, &drain);
-    client
-        .write_all(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut seen = Vec::new();
+    let mut seen = ask_stream(&mut client).await;
     for i in 0..5 {
         frames.send(Bytes::from(format!("data: {i}\n\n"))).unwrap();
         read_until(&mut client, &mut seen, &format!("data: {i}\n\n\r\n")).await;
