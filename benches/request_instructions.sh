@@ -9,10 +9,12 @@
 # request and leaves the callgrind file for `callgrind_annotate --inclusive=yes FILE`.
 #
 # With `--events N --pace-us P` each run has N content events P µs apart, one per chunk, so
-# each has its own read and write, as in the latency scenario; the difference between two
-# counts (say 200 and 1,200 events) over the events between them is the per-event path's
-# instructions, the opening and the end left out. `--one-cpu` runs the gateway on CPU 1 alone
-# (its runtime is then the current-thread one, as in the benchmark) and the mock on CPU 0.
+# each has its own read and write, as in the latency scenario: with many events (2,200) the
+# total over N is the per-event path's instructions, the opening a few per cent of it. Keep P
+# at 2,000 or more: closer together, a run's first events come several to a read while
+# valgrind translates the code, and totals vary by a few per cent. `--one-cpu` runs the
+# gateway on CPU 1 alone (its runtime is then the current-thread one, as in the benchmark) and
+# the mock on CPU 0.
 #
 #   benches/request_instructions.sh [--requests 100] [--client ag-ui|hai|aap] [--events 1]
 #       [--pace-us 0] [--one-cpu] [--out FILE] [BINARY]
