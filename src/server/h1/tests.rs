@@ -58,12 +58,13 @@ impl Body for Channel {
 }
 
 /// Serves one connection on the server end of a pipe.
-fn serve_pipe<F, Fut>(
-    server: DuplexStream,
+fn serve_pipe<S, F, Fut>(
+    server: S,
     drain: &Drain,
     service: F,
 ) -> tokio::task::JoinHandle<io::Result<()>>
 where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     F: Fn(Request<ClientBody>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
@@ -116,20 +117,13 @@ where
     B: Body<Data = Bytes, Error = Infallible> + Send + 'static,
 {
     let first = std::sync::Mutex::new(Some(first));
-    tokio::spawn(serve(
-        server,
-        BytesMut::new(),
-        settings(),
-        drain.watcher(),
-        move |_| {
-            let body = match first.lock().unwrap().take() {
-                Some(stream) => stream.boxed_unsync(),
-                None => Full::new(Bytes::from("next")).boxed_unsync(),
-            };
-            async move { Response::new(body) }
-        },
-        || {},
-    ))
+    serve_pipe(server, drain, move |_| {
+        let body = match first.lock().unwrap().take() {
+            Some(stream) => stream.boxed_unsync(),
+            None => Full::new(Bytes::from("next")).boxed_unsync(),
+        };
+        async move { Response::new(body) }
+    })
 }
 
 /// A connection whose one request (`GET /s`) is answered by [`serve_stream`].
