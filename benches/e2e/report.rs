@@ -477,6 +477,9 @@ fn raw(figures: &Figures) -> String {
     out
 }
 
+// The method below says how many rounds scenarios b and e take.
+const _: () = assert!(crate::throughput::ROUNDS == 3);
+
 const METHOD: &str = "\
 - Processes: the load generator (this bench, its own tokio runtime, one HTTP/1.1 connection per \
 stream), the upstream (the mock: the same executable re-run as `mock`, one process per scenario \
@@ -540,20 +543,23 @@ the upstream having the run (the `q=` stamp); the events sent while any other st
 are counted apart (their share of all events and of the events over the run's p99), and the \
 latency of the rest is given on its own, so that what a proxy's openings cost the open streams \
 (on one CPU an event waits for the work under way) is told apart from its per-event path.
-- b. throughput: unpaced mock, 100-byte content events (33-byte deltas); one stream of 200,000 \
-events per comparator and shape (every direction the same count: 200,000 × 33 bytes is 6.6 MB of \
-AAP session history, under its 8 MiB default cap), no warm-up stream; then 100 streams of 2,000 \
-events in a closed loop (one event per chunk). events/s = content events of correct streams / \
-wall time. Per run, each proxy's rate ÷ nginx's and ÷ direct's of the same run; the median of \
+- b. throughput: unpaced mock, 100-byte content events (33-byte deltas); single streams of \
+200,000 events per comparator and shape (every direction the same count: 200,000 × 33 bytes is \
+6.6 MB of AAP session history, under its 8 MiB default cap), no warm-up stream: per run and \
+shape every comparator is started and they take turns, one stream each per round in the run's \
+order, for 3 rounds (streams a few hundred milliseconds apart share the drift of CPU 0's speed, \
+which moves by up to 1.6 × over seconds here), and a comparator's rate in the run is over its \
+3 streams; then 100 streams of 2,000 events in a closed loop (one event per chunk). events/s = \
+content events of correct streams / wall time. Per run, each proxy's rate ÷ nginx's and ÷ direct's of the same run; the median of \
 those per-run ratios is shown. Direct is the ceiling of the upstream and client sharing CPU 0; a \
 comparator within 10 % of it is limited by the rig, not by itself (nginx, which gathers many \
 chunks into each of its writes, can pass direct: the client then reads fewer, larger frames). \
-*CPU busy* over each single stream: the share of its wall time the process in the middle ran \
+*CPU busy* over each single stream (median over streams): the share of its wall time the process in the middle ran \
 (its threads' run time) and the share CPU 0 was busy (`/proc/stat`, all but idle and I/O wait); \
 when CPU 0 is full and the proxy is not, the upstream and client set the pace and the proxies' \
 ratio is a tie within the rig's noise.
-- e. Python SDK upstream: one stream of 50,000 100-byte content events from the SDK agent per \
-comparator, reported like b.
+- e. Python SDK upstream: streams of 50,000 100-byte content events from the SDK agent, the \
+comparators taking turns for 3 rounds as in b, reported like b.
 - f. syscalls per event: `strace -f -c -p <pid>` attached to the process in the middle (and to \
 the mock during the direct stream) for one unpaced stream of 20,000 100-byte events, one per \
 chunk; writes = write + writev + sendto + sendmsg, reads = read + readv + recvfrom + recvmsg, per \

@@ -1,17 +1,17 @@
 //! Scenario e, a real SDK upstream: the agent is `benches/sdk_agent.py`, written with the
 //! official `ag-ui-protocol` Python package (its event types and `EventEncoder`) and served by
-//! FastAPI and uvicorn, one event per HTTP chunk. One stream of N 100-byte events through
-//! every comparator, reported like scenario b's single stream: events/s, and per run the
-//! rate over nginx's and over direct's.
+//! FastAPI and uvicorn, one event per HTTP chunk. Streams of N 100-byte events through every
+//! comparator, taking turns as scenario b's single streams do
+//! ([`throughput::single_streams`]), reported like them: events/s, and per run the rate over
+//! nginx's and over direct's.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 
 use crate::figures::Figures;
 use crate::procs;
-use crate::rig::{self, Ctx};
+use crate::rig::Ctx;
 use crate::throughput;
 
 pub const SCENARIO: &str = "e. Python SDK upstream";
@@ -56,25 +56,9 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
     let events = if ctx.quick { 10_000 } else { EVENTS };
     let agent = procs::sdk_agent(&ctx.layout, &python, events, throughput::DELTA_BYTES).await?;
     for run in 0..ctx.runs {
-        let mut rates = HashMap::new();
-        for comparator in ctx.order(run) {
-            let sut = rig::start(ctx, comparator, agent.addr).await?;
-            let busy = throughput::Busy::start(&sut, &ctx.layout);
-            let (rate, errors) = throughput::one_stream(sut.target, events).await;
-            let label = comparator.label();
-            busy.finish(&sut, figures, SCENARIO, label, NAME);
-            sut.stop().await;
-            figures.push(SCENARIO, label, &throughput::rate(NAME), "events/s", rate);
-            figures.push(
-                SCENARIO,
-                label,
-                &format!("{NAME}: failed"),
-                "streams",
-                errors as f64,
-            );
-            println!("  run {run} {label:<28} {rate:>10.0} ev/s");
-            rates.insert(comparator, rate);
-        }
+        let rates =
+            throughput::single_streams(ctx, figures, SCENARIO, NAME, agent.addr, events, run)
+                .await?;
         throughput::ratios(&rates, NAME, figures, SCENARIO);
     }
     agent.stop().await;

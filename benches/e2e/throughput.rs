@@ -1,12 +1,13 @@
-//! Scenario b, throughput: an unpaced mock read as fast as the client can. One stream of
+//! Scenario b, throughput: an unpaced mock read as fast as the client can. Single streams of
 //! 100-byte events in four upstream shapes (one event per HTTP chunk; the same with a member
-//! the gateway does not know; one event per chunk and per write; many events per chunk), then
-//! 100 streams in a closed loop.
+//! the gateway does not know; one event per chunk and per write; many events per chunk), the
+//! comparators of a run taking turns ([`single_streams`]), then 100 streams in a closed loop.
 //! Events/s counts only content events of streams that arrived whole and in order; each run
 //! also records every proxy's rate over nginx's and over direct's of the same run. Direct is
 //! the ceiling of the mock and client themselves.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -150,30 +151,8 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
     let multi = procs::mock(&ctx.layout, &script(LOOP_EVENTS, EVENT)).await?;
     for run in 0..ctx.runs {
         for (shape, mock) in &mocks {
-            let mut rates = HashMap::new();
-            for comparator in ctx.order(run) {
-                let sut = rig::start(ctx, comparator, mock.addr).await?;
-                // No warm-up stream: one stream lasts a quarter of a second at least, the
-                // first connection's setup well under a millisecond.
-                let busy = Busy::start(&sut, &ctx.layout);
-                let (rate, errors) = one_stream(sut.target, long).await;
-                let label = comparator.label();
-                busy.finish(&sut, figures, SCENARIO, label, shape.name);
-                sut.stop().await;
-                figures.push(SCENARIO, label, &self::rate(shape.name), "events/s", rate);
-                figures.push(
-                    SCENARIO,
-                    label,
-                    &format!("{}: failed", shape.name),
-                    "streams",
-                    errors as f64,
-                );
-                println!(
-                    "  run {run} {:<42} {label:<28} {rate:>10.0} ev/s",
-                    shape.name
-                );
-                rates.insert(comparator, rate);
-            }
+            let rates =
+                single_streams(ctx, figures, SCENARIO, shape.name, mock.addr, long, run).await?;
             ratios(&rates, shape.name, figures, SCENARIO);
         }
         let mut rates = HashMap::new();
@@ -228,8 +207,83 @@ pub fn ratios(
     }
 }
 
-/// One stream of `events`; (events/s, failed streams).
-pub async fn one_stream(target: Target, events: u64) -> (f64, u64) {
+/// Rounds of single streams per comparator and run.
+pub const ROUNDS: usize = 3;
+
+/// One run of single streams named `name` from the upstream at `upstream`: every comparator of
+/// the run is started at once and they take turns, one stream each per round for [`ROUNDS`]
+/// rounds, in the run's order. The rig's CPU 0 (upstream and client) sets the pace of these
+/// streams, and how fast it goes drifts by up to 1.6 × over seconds on this shared machine
+/// (`benches/RESULTS.md`, the full run at `eca260d`); streams a few hundred milliseconds apart
+/// meet the same drift, so each comparator's rate is over its streams of every round: content
+/// events of correct streams over their wall time. Records the rates, failed streams and CPU
+/// shares, and returns each comparator's rate.
+pub async fn single_streams(
+    ctx: &mut Ctx,
+    figures: &mut Figures,
+    scenario: &'static str,
+    name: &str,
+    upstream: SocketAddr,
+    events: u64,
+    run: usize,
+) -> anyhow::Result<HashMap<Comparator, f64>> {
+    let mut suts = Vec::new();
+    for comparator in ctx.order(run) {
+        suts.push((comparator, rig::start(ctx, comparator, upstream).await?));
+    }
+    // Per comparator: content events of correct streams, seconds, failed streams.
+    let mut totals: HashMap<Comparator, (u64, f64, u64)> = HashMap::new();
+    for _ in 0..ROUNDS {
+        for (comparator, sut) in &suts {
+            // No warm-up stream: one stream lasts a quarter of a second at least, the first
+            // connection's setup well under a millisecond.
+            let busy = Busy::start(sut, &ctx.layout);
+            let timed = timed_stream(sut.target, events).await;
+            busy.finish(sut, figures, scenario, comparator.label(), name);
+            let total = totals.entry(*comparator).or_default();
+            total.0 += timed.events;
+            total.1 += timed.secs;
+            total.2 += u64::from(timed.failed);
+        }
+    }
+    for (_, sut) in suts {
+        sut.stop().await;
+    }
+    let mut rates = HashMap::new();
+    for comparator in ctx.order(run) {
+        let Some(&(events, secs, failed)) = totals.get(&comparator) else {
+            continue;
+        };
+        let rate = if secs > 0.0 {
+            events as f64 / secs
+        } else {
+            0.0
+        };
+        let label = comparator.label();
+        figures.push(scenario, label, &self::rate(name), "events/s", rate);
+        figures.push(
+            scenario,
+            label,
+            &format!("{name}: failed"),
+            "streams",
+            failed as f64,
+        );
+        println!("  run {run} {name:<42} {label:<28} {rate:>10.0} ev/s");
+        rates.insert(comparator, rate);
+    }
+    Ok(rates)
+}
+
+/// One timed stream: the content events it brought if it arrived whole (else 0) and the
+/// seconds it took.
+pub struct Timed {
+    pub events: u64,
+    pub secs: f64,
+    pub failed: bool,
+}
+
+/// One stream of `events`, timed.
+pub async fn timed_stream(target: Target, events: u64) -> Timed {
     let started = Instant::now();
     let outcome = tokio::time::timeout(
         Duration::from_secs(120),
@@ -237,17 +291,32 @@ pub async fn one_stream(target: Target, events: u64) -> (f64, u64) {
     )
     .await;
     let secs = started.elapsed().as_secs_f64();
+    let failed = |why: String| {
+        println!("  one stream failed: {why}");
+        Timed {
+            events: 0,
+            secs,
+            failed: true,
+        }
+    };
     match outcome {
-        Ok(o) if o.ok() => (o.markers as f64 / secs, 0),
-        Ok(o) => {
-            println!("  one stream failed: {}", o.error.unwrap_or_default());
-            (0.0, 1)
-        }
-        Err(_) => {
-            println!("  one stream timed out");
-            (0.0, 1)
-        }
+        Ok(o) if o.ok() => Timed {
+            events: o.markers,
+            secs,
+            failed: false,
+        },
+        Ok(o) => failed(o.error.unwrap_or_default()),
+        Err(_) => failed("timed out".into()),
     }
+}
+
+/// One stream of `events`; (events/s, failed streams).
+pub async fn one_stream(target: Target, events: u64) -> (f64, u64) {
+    let timed = timed_stream(target, events).await;
+    if timed.failed || timed.secs <= 0.0 {
+        return (0.0, u64::from(timed.failed));
+    }
+    (timed.events as f64 / timed.secs, 0)
 }
 
 /// `workers` streams at once, each followed by the next, until `duration` has passed; the
