@@ -548,16 +548,17 @@ latency of the rest is given on its own, so that what a proxy's openings cost th
 6.6 MB of AAP session history, under its 8 MiB default cap), no warm-up stream: per run and \
 shape every comparator is started and they take turns, one stream each per round in the run's \
 order, for 3 rounds (streams a few hundred milliseconds apart share the drift of CPU 0's speed, \
-which moves by up to 1.6 × over seconds here), and a comparator's rate in the run is over its \
-3 streams; then 100 streams of 2,000 events in a closed loop (one event per chunk). events/s = \
-content events of correct streams / wall time. Per run, each proxy's rate ÷ nginx's and ÷ direct's of the same run; the median of \
-those per-run ratios is shown. Direct is the ceiling of the upstream and client sharing CPU 0; a \
-comparator within 10 % of it is limited by the rig, not by itself (nginx, which gathers many \
-chunks into each of its writes, can pass direct: the client then reads fewer, larger frames). \
-*CPU busy* over each single stream (median over streams): the share of its wall time the process in the middle ran \
-(its threads' run time) and the share CPU 0 was busy (`/proc/stat`, all but idle and I/O wait); \
-when CPU 0 is full and the proxy is not, the upstream and client set the pace and the proxies' \
-ratio is a tie within the rig's noise.
+which moves by up to 1.6 × over seconds here), and a comparator's rate in the run is over its 3 \
+streams; then 100 streams of 2,000 events in a closed loop (one event per chunk). events/s = \
+content events of correct streams / wall time. Per run, each proxy's rate ÷ nginx's and ÷ \
+direct's of the same run; the median of those per-run ratios is shown. Direct is the ceiling of \
+the upstream and client sharing CPU 0; a comparator within 10 % of it is limited by the rig, \
+not by itself (nginx, which gathers many chunks into each of its writes, can pass direct: the \
+client then reads fewer, larger frames). *CPU busy* over each single stream (median over \
+streams): the share of its wall time the process in the middle ran (its threads' run time) and \
+the share CPU 0 was busy (`/proc/stat`, all but idle and I/O wait); when CPU 0 is full and the \
+proxy is not, the upstream and client set the pace and the proxies' ratio is a tie within the \
+rig's noise.
 - e. Python SDK upstream: streams of 50,000 100-byte content events from the SDK agent, the \
 comparators taking turns for 3 rounds as in b, reported like b.
 - f. syscalls per event: `strace -f -c -p <pid>` attached to the process in the middle (and to \
