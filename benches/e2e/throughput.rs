@@ -161,16 +161,7 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
             closed_loop(sut.target, CONCURRENCY, Duration::from_millis(300)).await;
             let (rate, errors) = closed_loop(sut.target, CONCURRENCY, loop_for).await;
             sut.stop().await;
-            let label = comparator.label();
-            figures.push(SCENARIO, label, &self::rate(MANY), "events/s", rate);
-            figures.push(
-                SCENARIO,
-                label,
-                &format!("{MANY}: failed"),
-                "streams",
-                errors as f64,
-            );
-            println!("  run {run} {MANY:<42} {label:<28} {rate:>10.0} ev/s");
+            record(figures, SCENARIO, MANY, comparator, run, rate, errors);
             rates.insert(comparator, rate);
         }
         ratios(&rates, MANY, figures, SCENARIO);
@@ -180,6 +171,29 @@ pub async fn scenario(ctx: &mut Ctx, figures: &mut Figures) -> anyhow::Result<()
     }
     multi.stop().await;
     Ok(())
+}
+
+/// Records one comparator's rate and failed streams of run `run` under `name`, and prints
+/// the rate.
+fn record(
+    figures: &mut Figures,
+    scenario: &'static str,
+    name: &str,
+    comparator: Comparator,
+    run: usize,
+    rate: f64,
+    failed: u64,
+) {
+    let label = comparator.label();
+    figures.push(scenario, label, &self::rate(name), "events/s", rate);
+    figures.push(
+        scenario,
+        label,
+        &format!("{name}: failed"),
+        "streams",
+        failed as f64,
+    );
+    println!("  run {run} {name:<42} {label:<28} {rate:>10.0} ev/s");
 }
 
 /// Every proxy's rate over nginx's and over direct's of the same run.
@@ -259,16 +273,7 @@ pub async fn single_streams(
         } else {
             0.0
         };
-        let label = comparator.label();
-        figures.push(scenario, label, &self::rate(name), "events/s", rate);
-        figures.push(
-            scenario,
-            label,
-            &format!("{name}: failed"),
-            "streams",
-            failed as f64,
-        );
-        println!("  run {run} {name:<42} {label:<28} {rate:>10.0} ev/s");
+        record(figures, scenario, name, comparator, run, rate, failed);
         rates.insert(comparator, rate);
     }
     Ok(rates)
