@@ -308,7 +308,8 @@ async fn one(target: Target, measured: Duration, c: Comparator, figures: &mut Fi
     r
 }
 
-/// Comparator − direct and gateway − nginx of the same run.
+/// Comparator − direct, and gateway − nginx (and the second nginx − nginx, the A/A control), of
+/// the same run.
 fn added(results: &HashMap<Comparator, Run>, figures: &mut Figures) {
     let base = [
         (Comparator::Direct, "added vs direct"),
@@ -319,7 +320,7 @@ fn added(results: &HashMap<Comparator, Run>, figures: &mut Figures) {
             continue;
         };
         for (b, what) in base {
-            if *c == b || (b == Comparator::Nginx && !c.is_gateway()) {
+            if *c == b || (b == Comparator::Nginx && !c.against_nginx()) {
                 continue;
             }
             let Some(base) = results.get(&b) else {

@@ -256,8 +256,10 @@ async fn qualify(ctx: &mut Ctx, nginx: bool, only: Option<&[Comparator]>) -> any
         if comparator != Comparator::Direct && only.is_some_and(|o| !o.contains(&comparator)) {
             continue;
         }
-        if comparator == Comparator::Nginx && !nginx {
-            ctx.note("nginx is not installed: the nginx comparator is skipped".into());
+        if matches!(comparator, Comparator::Nginx | Comparator::NginxAgain) && !nginx {
+            if comparator == Comparator::Nginx {
+                ctx.note("nginx is not installed: the nginx comparators are skipped".into());
+            }
             continue;
         }
         match rig::qualify(ctx, comparator, mock.addr, latency::EVENTS, latency::PACE).await {

@@ -580,6 +580,15 @@ Measured once per benchmark (not per run).
 (start = right after the request); the mock's production is counted from before the request.
 - Runs: comparators are rotated by one position per run (counterbalanced order); a fresh \
 gateway / nginx process per comparator and run.
+- The rig's resolution (A/A control): in scenarios a, b and e a second nginx (*nginx again*), \
+configured as the first, is measured as one more comparator, and set against nginx as the \
+gateway is (nginx again − nginx per percentile, nginx again ÷ nginx per rate). Two identical \
+proxies differ only by what the machine does to them, so those per-run figures are the smallest \
+gap between two proxies this machine shows. A missed target whose gap lies within them (a \
+latency gap no wider than the widest |nginx again − nginx| of the runs; a rate ratio no further \
+below 1 than the two nginx came out apart, either way round, in some run) is marked *within the \
+rig's resolution*, and the A/A figures are quoted beside it: the machine cannot tell the two \
+proxies apart there, whichever way the median fell.
 - g. soak: 10,000 streams open at once for 10 minutes through the gateway, AG-UI → AG-UI and AG-UI → HAI (quick: 1,000 for 1 minute). Each stream is a run of 30 content events 1 s apart; the first streams start evenly over one stream's life, and when one ends its client opens the next at once (about 200,000 streams per direction). The clients speak HTTP/2 with prior knowledge (h2c), 100 streams per connection (one HTTP/1.1 connection per stream would need 20,000 descriptors in the gateway, the hard limit of a process here); upstream, every stream has its own HTTP/1.1 connection. The gateway runs with `--max-streams 12000` (the default is 10,000, and a stream's permit is given back a moment after its client saw the end) and `--max-requests-per-connection 1000` (the default; quick: 100): after a connection's last request the gateway sends GOAWAY, and the client opens a new connection and sends a request the old one refused once more (both counted). Before the soak starts, connection k of n carries k × 1000 / n quick requests (`GET /`, 405), so that connections are replaced one at a time over the run, as in steady traffic, not all at once. Every stream is checked as in the other scenarios. The gateway's RSS is sampled every second; the figure is its least-squares slope over the second half.
 - Codec: `cargo bench --bench codec` (criterion, one core, no network) measures every \
 direction and shape in three rounds, each round over all of them in turn (20 samples in 2 s per \

@@ -1,4 +1,5 @@
-//! The comparators (direct, nginx, the gateway in each direction), how each is started in
+//! The comparators (direct, nginx, a second nginx, the gateway in each direction), how each is
+//! started in
 //! front of a mock, the shared settings of a benchmark, and qualification: one stream per
 //! comparator that must prove status, translation, incremental delivery and a terminal event.
 
@@ -16,6 +17,10 @@ use crate::procs::{self, Layout, Proc};
 pub enum Comparator {
     Direct,
     Nginx,
+    /// A second nginx, configured as the first and measured like every other comparator: the
+    /// A/A control. What it and nginx differ by in the same run is the rig's resolution, the
+    /// smallest gap between two proxies this machine can show (`targets`).
+    NginxAgain,
     Passthrough,
     Hai,
     AapDelta,
@@ -23,9 +28,10 @@ pub enum Comparator {
 }
 
 impl Comparator {
-    pub const ALL: [Comparator; 6] = [
+    pub const ALL: [Comparator; 7] = [
         Comparator::Direct,
         Comparator::Nginx,
+        Comparator::NginxAgain,
         Comparator::Passthrough,
         Comparator::Hai,
         Comparator::AapDelta,
@@ -36,6 +42,7 @@ impl Comparator {
         match self {
             Comparator::Direct => "direct (AG-UI)",
             Comparator::Nginx => "nginx (AG-UI)",
+            Comparator::NginxAgain => "nginx again (AG-UI)",
             Comparator::Passthrough => "gateway ag-ui→ag-ui",
             Comparator::Hai => "gateway ag-ui→hai",
             Comparator::AapDelta => "gateway ag-ui→aap delta",
@@ -48,19 +55,24 @@ impl Comparator {
         Ok(match key {
             "direct" => Comparator::Direct,
             "nginx" => Comparator::Nginx,
+            "nginx-again" => Comparator::NginxAgain,
             "ag-ui" => Comparator::Passthrough,
             "hai" => Comparator::Hai,
             "aap-delta" => Comparator::AapDelta,
             "aap-message" => Comparator::AapMessage,
             _ => bail!(
-                "unknown comparator {key:?} (direct, nginx, ag-ui, hai, aap-delta, aap-message)"
+                "unknown comparator {key:?} (direct, nginx, nginx-again, ag-ui, hai, aap-delta, \
+                 aap-message)"
             ),
         })
     }
 
     pub fn face(self) -> Face {
         match self {
-            Comparator::Direct | Comparator::Nginx | Comparator::Passthrough => Face::AgUi,
+            Comparator::Direct
+            | Comparator::Nginx
+            | Comparator::NginxAgain
+            | Comparator::Passthrough => Face::AgUi,
             Comparator::Hai => Face::Hai,
             Comparator::AapDelta => Face::AapDelta,
             Comparator::AapMessage => Face::AapMessage,
@@ -68,7 +80,16 @@ impl Comparator {
     }
 
     pub fn is_gateway(self) -> bool {
-        !matches!(self, Comparator::Direct | Comparator::Nginx)
+        !matches!(
+            self,
+            Comparator::Direct | Comparator::Nginx | Comparator::NginxAgain
+        )
+    }
+
+    /// Whether this comparator's figures are also set against nginx's of the same run: the
+    /// gateway's, and the second nginx's (the A/A control).
+    pub fn against_nginx(self) -> bool {
+        self.is_gateway() || self == Comparator::NginxAgain
     }
 
     /// The body text proving the stream was translated into this face.
@@ -149,6 +170,10 @@ pub async fn start_with(
     let proc = match comparator {
         Comparator::Direct => None,
         Comparator::Nginx => Some(procs::nginx(&ctx.layout, mock, &ctx.dir).await?),
+        // A prefix of its own: both may run at once (scenario b's turns).
+        Comparator::NginxAgain => {
+            Some(procs::nginx(&ctx.layout, mock, &ctx.dir.join("again")).await?)
+        }
         _ => {
             ctx.gateway_starts += 1;
             Some(procs::gateway(&ctx.layout, face, mock, &ctx.log_path(), extra).await?)
