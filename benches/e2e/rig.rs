@@ -1,7 +1,7 @@
 //! The comparators (direct, nginx, a second nginx, the gateway in each direction), how each is
-//! started in
-//! front of a mock, the shared settings of a benchmark, and qualification: one stream per
-//! comparator that must prove status, translation, incremental delivery and a terminal event.
+//! started in front of a mock, the shared settings of a benchmark, and qualification: one
+//! stream per comparator that must prove status, translation, incremental delivery and a
+//! terminal event.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
