@@ -46,13 +46,12 @@ pub struct Target {
     pub within_resolution: Option<String>,
 }
 
-/// What the second nginx and nginx differed by in each run, for one figure (`runs`): a
-/// difference in µs, or a ratio.
-fn aa_runs(figures: &Figures, scenario: &str, name: &str) -> Option<Vec<f64>> {
+/// What the second nginx and nginx differed by in each run, for one figure: a difference in
+/// µs, or a ratio.
+fn aa_runs<'a>(figures: &'a Figures, scenario: &str, name: &str) -> Option<&'a [f64]> {
     figures
         .get(scenario, Comparator::NginxAgain.label(), name)
-        .map(|f| f.runs.clone())
-        .filter(|runs| !runs.is_empty())
+        .map(|f| f.runs.as_slice())
 }
 
 /// A latency gap `over` (gateway − nginx, µs) missed by more than `slack` lies within the
@@ -161,10 +160,10 @@ fn throughput_rows(figures: &Figures, rows: &mut Vec<Target>) {
             }
             evidence.push_str(PROFILE);
             let met = ratio.is_some_and(|r| r >= 1.0);
-            let within_resolution = match (met, ratio, &aa) {
-                (false, Some(r), Some(aa)) => ratio_resolution(aa, r),
-                _ => None,
-            };
+            let within_resolution = ratio
+                .filter(|_| !met)
+                .zip(aa)
+                .and_then(|(r, aa)| ratio_resolution(aa, r));
             rows.push(Target {
                 what: format!("{label}: {shape}"),
                 value: format!(
@@ -233,15 +232,11 @@ fn latency_rows(figures: &Figures, rows: &mut Vec<Target>) {
                 continue;
             };
             let met = over.is_some_and(|o| o <= slack);
-            let aa = aa_runs(
-                figures,
-                a,
-                &format!("added vs nginx: {}", base_figure(figure)),
-            );
-            let within_resolution = match (met, over, aa) {
-                (false, Some(o), Some(aa)) => latency_resolution(&aa, o, slack),
-                _ => None,
-            };
+            let aa_figure = format!("added vs nginx: {}", base_figure(figure));
+            let within_resolution = over
+                .filter(|_| !met)
+                .zip(aa_runs(figures, a, &aa_figure))
+                .and_then(|(o, aa)| latency_resolution(aa, o, slack));
             rows.push(Target {
                 what: format!("{label}: {what}"),
                 value: format!(
