@@ -15,7 +15,12 @@
 //!    the body wakes itself and yields); end, error or a trailers frame end the run. Once the
 //!    client's terminal event is written, what is ready leaves at once and the next poll
 //!    yields, so that hyper writes it before the stream's end is handled (the upstream's end,
-//!    the owner, the metrics);
+//!    the owner, the metrics). Within one read, what the read has written leaves before an
+//!    event of the general path is stepped (a message's or the run's end: parsed whole and
+//!    stepped by the guard, cold code run once per message): the pipeline stops there
+//!    ([`Pipeline::pause_after_output`]), the frame leaves, and the next poll steps the rest
+//!    before it polls the upstream. A read leaves in two frames at most, and a stream's last
+//!    delta, read with `TEXT_MESSAGE_END` and `RUN_FINISHED`, does not wait for them;
 //! 4. with the upstream pending and nothing to send, the idle timer (fires →
 //!    `UPSTREAM_IDLE_TIMEOUT`, or between runs — every run the stream carried ended — a clean
 //!    end) and the heartbeat (fires → `: ping`) are polled, so `Pending` is returned only when
@@ -230,7 +235,10 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> TranslatingBody<R, W, O> {
         } else {
             (None, false)
         };
-        if !pipeline.is_stream() {
+        if pipeline.is_stream() {
+            // What a read wrote leaves before its slower events are stepped (step 3).
+            pipeline.pause_after_output(true);
+        } else {
             // One document: only what the pipeline writes goes into it.
             timers.heartbeat_interval = QUIET_HEARTBEAT;
         }
@@ -556,19 +564,25 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             let Some(source) = this.upstream.as_mut() else {
                 return this.poll_last(cx);
             };
-            let polled = match source {
-                Source::Opening(open) => match this.span.in_scope(|| open.as_mut().poll(cx)) {
-                    Poll::Ready(Ok((body, framing))) => {
-                        this.pipeline.resume(framing);
-                        this.upstream = Some(Source::Body(body));
-                        let now = *read_at.get_or_insert_with(Instant::now);
-                        this.deadlines.set_idle(now + this.timers.idle_timeout);
-                        continue;
-                    }
-                    Poll::Ready(Err(failure)) => return this.fail(failure, cx),
-                    Poll::Pending => None,
-                },
-                Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
+            let polled = if this.pipeline.paused() {
+                // The rest of the last read, before anything more is read: as a frame of no
+                // new bytes.
+                Some(Poll::Ready(Some(Ok(Frame::data(Bytes::new())))))
+            } else {
+                match source {
+                    Source::Opening(open) => match this.span.in_scope(|| open.as_mut().poll(cx)) {
+                        Poll::Ready(Ok((body, framing))) => {
+                            this.pipeline.resume(framing);
+                            this.upstream = Some(Source::Body(body));
+                            let now = *read_at.get_or_insert_with(Instant::now);
+                            this.deadlines.set_idle(now + this.timers.idle_timeout);
+                            continue;
+                        }
+                        Poll::Ready(Err(failure)) => return this.fail(failure, cx),
+                        Poll::Pending => None,
+                    },
+                    Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
+                }
             };
             match polled {
                 Some(Poll::Ready(Some(Ok(frame)))) => {
@@ -583,6 +597,9 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                     frames += 1;
                     this.settled = this.out.len();
                     match frame.into_data() {
+                        Ok(data) if data.is_empty() && this.pipeline.paused() => {
+                            this.pipeline.push_rest(&mut this.out);
+                        }
                         Ok(data) => {
                             let allowed = this.allowed(data.len());
                             this.pipeline.push(&data[..allowed], &mut this.out);
@@ -592,6 +609,11 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
                         }
                         // Trailers belong to the upstream's framing; they end its data.
                         Err(_trailers) => this.upstream_ended(),
+                    }
+                    if this.pipeline.paused() {
+                        // What this read wrote so far leaves now; the rest is stepped when
+                        // the body is next polled, before the upstream is.
+                        break;
                     }
                     this.after_read();
                     if this.upstream.is_some() {

@@ -606,22 +606,34 @@ fn message_then_oversize() -> ScriptBody {
 }
 
 /// The frames up to the run's end that need not wait: the opening, `RUN_STARTED`, then the
-/// message of [`message_then_oversize`].
+/// message of [`message_then_oversize`] (or [`finished_then_lingering`]) in two frames, as the
+/// read wrote it: its start and content first, then its end, stepped once they had left.
 async fn until_early<O: RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter>>(
     body: &mut TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, O>,
-) -> String {
+) -> [String; 2] {
     let opening = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert_eq!(opening, ": ok\n\n");
     let started = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert!(String::from_utf8_lossy(&started).contains("RUN_STARTED"));
-    let early = tokio::time::timeout(Duration::from_secs(60), body.frame())
+    let content = early(body).await;
+    let end = early(body).await;
+    assert!(content.contains("early words"), "{content}");
+    assert!(!end.contains("early words"), "{end}");
+    [content, end]
+}
+
+/// The body's next frame, which must not wait for the run's end.
+async fn early<O: RunOwner<crate::dialect::AnyReader, crate::dialect::AnyWriter>>(
+    body: &mut TranslatingBody<crate::dialect::AnyReader, crate::dialect::AnyWriter, O>,
+) -> String {
+    let frame = tokio::time::timeout(Duration::from_secs(60), body.frame())
         .await
         .expect("the message waited with the run's end")
         .unwrap()
         .unwrap()
         .into_data()
         .unwrap();
-    String::from_utf8_lossy(&early).into_owned()
+    String::from_utf8_lossy(&frame).into_owned()
 }
 
 #[tokio::test(start_paused = true)]
@@ -629,10 +641,18 @@ async fn events_read_beside_the_end_of_the_run_do_not_wait_for_the_owner() {
     // The message and the oversize event come in one upstream read: the run ends at the
     // oversize event, and only what that step wrote (the run's error) waits for the owner.
     let (mut body, release, ended, _) = held(message_then_oversize(), 512);
-    let early = until_early(&mut body).await;
-    assert!(early.contains("early words"), "{early}");
-    assert!(!early.contains("RUN_ERROR"), "{early}");
-    // The owner is told once that frame has gone: telling it first could let its task run
+    let [content, end] = until_early(&mut body).await;
+    assert_eq!(
+        types(std::slice::from_ref(&content)),
+        ["BUSINESS_DATA_START", "BUSINESS_DATA_CONTENT"],
+        "{content}"
+    );
+    assert_eq!(
+        types(std::slice::from_ref(&end)),
+        ["BUSINESS_DATA_END"],
+        "{end}"
+    );
+    // The owner is told once those frames have gone: telling it first could let its task run
     // before the frame is written.
     assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
     let pending = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
@@ -670,9 +690,8 @@ async fn a_terminal_written_before_the_upstream_ends_still_waits_for_the_owner()
         false,
     );
     let (mut body, release, ended, outcome) = held_by(upstream, 1 << 20, Dialect::AgUi);
-    let early = until_early(&mut body).await;
-    assert!(early.contains("early words"), "{early}");
-    assert!(!early.contains("RUN_FINISHED"), "{early}");
+    let [content, end] = until_early(&mut body).await;
+    assert_early_agui(&content, &end);
     let pending = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
     assert!(
         pending.is_err(),
@@ -687,6 +706,17 @@ async fn a_terminal_written_before_the_upstream_ends_still_waits_for_the_owner()
     assert!(body.frame().await.is_none());
 }
 
+/// An AG-UI client's early frames: the message's start and content, then its end; the run's
+/// end in neither.
+fn assert_early_agui(content: &str, end: &str) {
+    assert_eq!(
+        types(&[content.to_owned()]),
+        ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"],
+        "{content}"
+    );
+    assert_eq!(types(&[end.to_owned()]), ["TEXT_MESSAGE_END"], "{end}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_client_gone_after_the_early_frame_leaves_the_owner_the_run_as_it_ended() {
     gone_after_the_early_frame(held(message_then_oversize(), 512), Outcome::Failed).await;
@@ -696,8 +726,7 @@ async fn a_client_gone_after_the_early_frame_leaves_the_owner_the_run_as_it_ende
 /// the run ended with `outcome`.
 async fn gone_after_the_early_frame(held: Held, outcome_told: Outcome) {
     let (mut body, _release, ended, outcome) = held;
-    let early = until_early(&mut body).await;
-    assert!(early.contains("early words"), "{early}");
+    until_early(&mut body).await;
     assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 0);
     drop(body);
     assert_eq!(ended.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -840,9 +869,8 @@ fn finished_then_lingering() -> Held {
 #[tokio::test(start_paused = true)]
 async fn a_terminal_read_before_a_lingering_upstream_ends_waits_for_the_owner() {
     let (mut body, release, ended, outcome) = finished_then_lingering();
-    let early = until_early(&mut body).await;
-    assert!(early.contains("early words"), "{early}");
-    assert!(!early.contains("RUN_FINISHED"), "{early}");
+    let [content, end] = until_early(&mut body).await;
+    assert_early_agui(&content, &end);
     // The upstream stays open: heartbeats go on until the stream ends cleanly at its idle
     // timeout (every run ended); the owner is told then, and the terminal waits for it.
     let until = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -1,6 +1,8 @@
 //! Lent deltas ([`Reader::read_delta`], [`Writer::write_delta`]) are an accelerator, never a
 //! second behaviour: every stream translates to the same bytes, notes and counts with them as
-//! with every event built and stepped.
+//! with every event built and stepped. So is the live body's stop before the general path
+//! ([`Pipeline::pause_after_output`]): with it, a push writes in at most two parts what it
+//! writes whole without.
 
 use std::path::Path;
 
@@ -47,20 +49,47 @@ impl Reader for Unlent {
     }
 }
 
-/// What a pipeline made of `input` (fed in `step`-byte pieces): its bytes, counts and notes.
-fn run<R: Reader, W: Writer>(
-    pipeline: &mut Pipeline<R, W>,
-    input: &[u8],
-    step: usize,
-) -> (BytesMut, StreamStats, Vec<(Note, u64)>) {
+/// What a pipeline made of a stream: its bytes, counts and notes.
+type Made = (BytesMut, StreamStats, Vec<(Note, u64)>);
+
+/// What a pipeline made of `input` (fed in `step`-byte pieces).
+fn run<R: Reader, W: Writer>(pipeline: &mut Pipeline<R, W>, input: &[u8], step: usize) -> Made {
     let mut out = BytesMut::new();
     pipeline.begin(&mut out);
     for piece in input.chunks(step) {
         pipeline.push(piece, &mut out);
+        assert!(!pipeline.paused(), "stopped without being asked to");
     }
     pipeline.end(&mut out);
     let notes = pipeline.note_counts().to_vec();
     (out, pipeline.stats(), notes)
+}
+
+/// [`run`] as the live body feeds a pipeline: it stops after output
+/// ([`Pipeline::pause_after_output`]), and the rest follows ([`Pipeline::push_rest`]). Also
+/// returns how often a push stopped.
+fn run_paused<R: Reader, W: Writer>(
+    pipeline: &mut Pipeline<R, W>,
+    input: &[u8],
+    step: usize,
+) -> (Made, u64) {
+    pipeline.pause_after_output(true);
+    let mut out = BytesMut::new();
+    pipeline.begin(&mut out);
+    let mut pauses = 0;
+    for piece in input.chunks(step) {
+        let before = out.len();
+        pipeline.push(piece, &mut out);
+        if pipeline.paused() {
+            pauses += 1;
+            assert!(out.len() > before, "stopped before anything was written");
+            pipeline.push_rest(&mut out);
+            assert!(!pipeline.paused(), "the rest stopped again");
+        }
+    }
+    pipeline.end(&mut out);
+    let notes = pipeline.note_counts().to_vec();
+    ((out, pipeline.stats(), notes), pauses)
 }
 
 fn spec(upstream: Dialect, client: Dialect, mode: StreamMode) -> PipelineSpec {
@@ -120,8 +149,8 @@ impl<W: Writer> Writer for Counted<W> {
     }
 }
 
-/// Translates `input` with lent deltas and without, and compares; returns how many deltas the
-/// writer wrote as lent.
+/// Translates `input` with lent deltas and without, and with lent deltas and the live body's
+/// stops, and compares; returns how many deltas the writer wrote as lent.
 fn same_both_ways<W: Writer>(
     upstream: Dialect,
     writer: impl Fn() -> W,
@@ -141,17 +170,28 @@ fn same_both_ways<W: Writer>(
         let lent_out = run(&mut lent, input, step);
         lent_count += lent.writer().lent;
         let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
-        let mut built = Pipeline::from_parts(Unlent(reader), writer(), options);
+        let mut built = Pipeline::from_parts(Unlent(reader), writer(), options.clone());
         let built_out = run(&mut built, input, step);
-        assert_eq!(
-            String::from_utf8_lossy(&lent_out.0),
-            String::from_utf8_lossy(&built_out.0),
-            "{what}, pieces of {step} bytes"
-        );
-        assert_eq!(lent_out.1, built_out.1, "{what}: counts");
-        assert_eq!(lent_out.2, built_out.2, "{what}: notes");
+        let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
+        let mut paused = Pipeline::from_parts(reader, writer(), options);
+        let (paused_out, pauses) = run_paused(&mut paused, input, step);
+        PAUSES.with(|p| p.set(p.get() + pauses));
+        for (other, how) in [(&built_out, "built"), (&paused_out, "stopping")] {
+            assert_eq!(
+                String::from_utf8_lossy(&lent_out.0),
+                String::from_utf8_lossy(&other.0),
+                "{what}, pieces of {step} bytes, {how}"
+            );
+            assert_eq!(lent_out.1, other.1, "{what}: counts, {how}");
+            assert_eq!(lent_out.2, other.2, "{what}: notes, {how}");
+        }
     }
     lent_count
+}
+
+thread_local! {
+    /// How often a push stopped in [`same_both_ways`] on this test's thread.
+    static PAUSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// [`same_both_ways`] for every client dialect (AAP in each stream mode).
@@ -233,6 +273,10 @@ fn hand_made_streams_translate_the_same_with_lent_deltas() {
     let lent = same_to_every_client(Dialect::AgUi, stream.as_bytes(), "hand-made");
     // Each of the five clients, in both feeds, writes some of the deltas as lent.
     assert!(lent >= 5 * 2 * 3, "only {lent} deltas lent");
+    // Read whole, the stream stops once for every client that writes as it goes (all but AAP
+    // without streaming, which writes its turn at the end), before the first message's end.
+    let pauses = PAUSES.with(std::cell::Cell::get);
+    assert!(pauses >= 4, "a push stopped only {pauses} times");
 }
 
 /// HAI text deltas in the layout HAI agents write, and around it: escaped text, braces, a
@@ -363,4 +407,6 @@ fn every_fixture_translates_the_same_with_lent_deltas() {
     }
     assert!(seen > 100, "only {seen} fixtures found");
     assert!(lent > 100, "only {lent} deltas lent");
+    let pauses = PAUSES.with(std::cell::Cell::get);
+    assert!(pauses > 100, "a push stopped only {pauses} times");
 }

@@ -117,6 +117,11 @@ pub struct Pipeline<R = AnyReader, W = AnyWriter> {
     /// the last [`Self::take_terminal_at`] was written: what came before it need not wait
     /// for what the run's end waits for.
     terminal_at: Option<usize>,
+    /// [`Self::push`] stops before an event of the general path once it has written output
+    /// ([`Self::pause_after_output`]).
+    pause_after_output: bool,
+    /// It stopped there: the rest of the bytes it was given wait for [`Self::push_rest`].
+    paused: bool,
 }
 
 impl<R: Reader, W: Writer> fmt::Debug for Pipeline<R, W> {
@@ -159,6 +164,8 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
             clock: options.clock,
             max_event_bytes: options.max_event_bytes,
             terminal_at: None,
+            pause_after_output: false,
+            paused: false,
         }
     }
 
@@ -253,16 +260,49 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
         self.writer.is_stream()
     }
 
-    /// Feeds upstream bytes; appends the client's bytes for every complete event to `out`.
+    /// Has [`Self::push`] stop, once it has written output, before the first event that takes
+    /// the general path (a message's or the run's start or end, a state event: parsed whole,
+    /// stepped by the guard), until [`Self::push_rest`]. The live body turns it on so that what
+    /// is written leaves before that slower work is done: when an upstream read carries a
+    /// message's last delta with `TEXT_MESSAGE_END` and `RUN_FINISHED` (or AAP message mode's
+    /// whole message with the run's end), the content reaches the client first. At most one
+    /// stop per call, so a read is written in at most two parts.
+    pub fn pause_after_output(&mut self, on: bool) {
+        self.pause_after_output = on;
+    }
+
+    /// True when the last [`Self::push`] stopped early: call [`Self::push_rest`] next.
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Feeds upstream bytes; appends the client's bytes for every complete event to `out`
+    /// (all of them unless [`Self::pause_after_output`] is on).
     pub fn push(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        self.push_from(chunk, out, self.pause_after_output);
+    }
+
+    /// Steps what the last [`Self::push`] left when it stopped early, to the end.
+    pub fn push_rest(&mut self, out: &mut BytesMut) {
+        self.push_from(&[], out, false);
+    }
+
+    fn push_from(&mut self, chunk: &[u8], out: &mut BytesMut, may_pause: bool) {
+        self.paused = false;
         if self.is_finished() {
             return;
         }
         self.tick();
         self.buf.extend_from_slice(chunk);
+        // Output written before this mark is not this call's.
+        let pause_from = may_pause.then_some(out.len());
         loop {
-            let more = match self.lend_in_place(out) {
+            let more = match self.lend_in_place(out, pause_from) {
                 InPlace::Lent => !self.is_finished(),
+                InPlace::Paused => {
+                    self.paused = true;
+                    false
+                }
                 // The reader has already declined to lend it.
                 InPlace::Declined(event) => self.item(Ok(Some(SseItem::Event(event))), out, false),
                 InPlace::NotPeeked => {
@@ -280,12 +320,16 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// delta the reader lends: handled, then stepped over. Nearly every event of a stream
     /// comes this way, and none of them is split off the buffer: the reference counts of a
     /// shared buffer, taken and given back per event, were a sixth of an AG-UI → AG-UI event's
-    /// cost (`benches/codec.rs`). Otherwise nothing is done, and the decoder takes the event.
-    fn lend_in_place(&mut self, out: &mut BytesMut) -> InPlace {
+    /// cost (`benches/codec.rs`). Otherwise nothing is done, and the decoder takes the event,
+    /// unless output was written past `pause_from`: then the event stays where it is.
+    fn lend_in_place(&mut self, out: &mut BytesMut, pause_from: Option<usize>) -> InPlace {
         let Some((event, peeked)) = self.decoder.peek(&self.buf) else {
             return InPlace::NotPeeked;
         };
         let Some(delta) = self.reader.read_delta(event) else {
+            if pause_from.is_some_and(|from| out.len() > from) {
+                return InPlace::Paused;
+            }
             return InPlace::Declined(self.decoder.take(&mut self.buf, peeked));
         };
         // As `item` does with a lent delta; the event, built only when the writer did not take
@@ -330,6 +374,9 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
     /// The upstream body ended: decodes what it left (a last event without its blank line, a
     /// whole JSON body) without ending the run, so a hand-over can still happen.
     pub fn drain_eof(&mut self, out: &mut BytesMut) {
+        if self.paused {
+            self.push_rest(out);
+        }
         self.tick();
         while !self.is_finished() {
             let item = self.decoder.decode_eof(&mut self.buf);
@@ -341,6 +388,10 @@ impl<R: Reader, W: Writer> Pipeline<R, W> {
 
     /// The upstream failed (read error, idle timeout, shutdown): ends the run with `failure`.
     pub fn fail(&mut self, failure: Failure, out: &mut BytesMut) {
+        // What a stop left was read before the failure: it is translated first.
+        if self.paused {
+            self.push_rest(out);
+        }
         self.tick();
         self.step(Input::UpstreamFailed(failure), out);
     }
@@ -522,6 +573,8 @@ enum InPlace {
     Lent,
     /// The reader would not lend it: here it is, split off the buffer.
     Declined(SseEvent),
+    /// The reader would not lend it, and the call stops before it ([`Pipeline::push`]).
+    Paused,
     /// There is none the decoder can show where it lies.
     NotPeeked,
 }
