@@ -564,25 +564,24 @@ impl<R: Reader, W: Writer, O: RunOwner<R, W>> Body for TranslatingBody<R, W, O> 
             let Some(source) = this.upstream.as_mut() else {
                 return this.poll_last(cx);
             };
-            let polled = if this.pipeline.paused() {
+            let polled = match source {
                 // The rest of the last read, before anything more is read: as a frame of no
                 // new bytes.
-                Some(Poll::Ready(Some(Ok(Frame::data(Bytes::new())))))
-            } else {
-                match source {
-                    Source::Opening(open) => match this.span.in_scope(|| open.as_mut().poll(cx)) {
-                        Poll::Ready(Ok((body, framing))) => {
-                            this.pipeline.resume(framing);
-                            this.upstream = Some(Source::Body(body));
-                            let now = *read_at.get_or_insert_with(Instant::now);
-                            this.deadlines.set_idle(now + this.timers.idle_timeout);
-                            continue;
-                        }
-                        Poll::Ready(Err(failure)) => return this.fail(failure, cx),
-                        Poll::Pending => None,
-                    },
-                    Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
+                _ if this.pipeline.paused() => {
+                    Some(Poll::Ready(Some(Ok(Frame::data(Bytes::new())))))
                 }
+                Source::Opening(open) => match this.span.in_scope(|| open.as_mut().poll(cx)) {
+                    Poll::Ready(Ok((body, framing))) => {
+                        this.pipeline.resume(framing);
+                        this.upstream = Some(Source::Body(body));
+                        let now = *read_at.get_or_insert_with(Instant::now);
+                        this.deadlines.set_idle(now + this.timers.idle_timeout);
+                        continue;
+                    }
+                    Poll::Ready(Err(failure)) => return this.fail(failure, cx),
+                    Poll::Pending => None,
+                },
+                Source::Body(body) => Some(Pin::new(body).poll_frame(cx)),
             };
             match polled {
                 Some(Poll::Ready(Some(Ok(frame)))) => {

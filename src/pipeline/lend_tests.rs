@@ -52,36 +52,24 @@ impl Reader for Unlent {
 /// What a pipeline made of a stream: its bytes, counts and notes.
 type Made = (BytesMut, StreamStats, Vec<(Note, u64)>);
 
-/// What a pipeline made of `input` (fed in `step`-byte pieces).
-fn run<R: Reader, W: Writer>(pipeline: &mut Pipeline<R, W>, input: &[u8], step: usize) -> Made {
-    let mut out = BytesMut::new();
-    pipeline.begin(&mut out);
-    for piece in input.chunks(step) {
-        pipeline.push(piece, &mut out);
-        assert!(!pipeline.paused(), "stopped without being asked to");
-    }
-    pipeline.end(&mut out);
-    let notes = pipeline.note_counts().to_vec();
-    (out, pipeline.stats(), notes)
-}
-
-/// [`run`] as the live body feeds a pipeline: it stops after output
-/// ([`Pipeline::pause_after_output`]), and the rest follows ([`Pipeline::push_rest`]). Also
-/// returns how often a push stopped.
-fn run_paused<R: Reader, W: Writer>(
+/// What a pipeline made of `input` (fed in `step`-byte pieces). With `pause`, fed as the live
+/// body feeds it: it stops after output ([`Pipeline::pause_after_output`]) and the rest follows
+/// ([`Pipeline::push_rest`]); the stops are counted in [`PAUSES`].
+fn run<R: Reader, W: Writer>(
     pipeline: &mut Pipeline<R, W>,
     input: &[u8],
     step: usize,
-) -> (Made, u64) {
-    pipeline.pause_after_output(true);
+    pause: bool,
+) -> Made {
+    pipeline.pause_after_output(pause);
     let mut out = BytesMut::new();
     pipeline.begin(&mut out);
-    let mut pauses = 0;
     for piece in input.chunks(step) {
         let before = out.len();
         pipeline.push(piece, &mut out);
         if pipeline.paused() {
-            pauses += 1;
+            assert!(pause, "stopped without being asked to");
+            PAUSES.with(|p| p.set(p.get() + 1));
             assert!(out.len() > before, "stopped before anything was written");
             pipeline.push_rest(&mut out);
             assert!(!pipeline.paused(), "the rest stopped again");
@@ -89,7 +77,7 @@ fn run_paused<R: Reader, W: Writer>(
     }
     pipeline.end(&mut out);
     let notes = pipeline.note_counts().to_vec();
-    ((out, pipeline.stats(), notes), pauses)
+    (out, pipeline.stats(), notes)
 }
 
 fn spec(upstream: Dialect, client: Dialect, mode: StreamMode) -> PipelineSpec {
@@ -167,15 +155,14 @@ fn same_both_ways<W: Writer>(
             lent: 0,
         };
         let mut lent = Pipeline::from_parts(reader, writer_lent, options.clone());
-        let lent_out = run(&mut lent, input, step);
+        let lent_out = run(&mut lent, input, step, false);
         lent_count += lent.writer().lent;
         let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
         let mut built = Pipeline::from_parts(Unlent(reader), writer(), options.clone());
-        let built_out = run(&mut built, input, step);
+        let built_out = run(&mut built, input, step, false);
         let reader = upstream.reader(&options.ids, options.framing, &spec.codecs);
         let mut paused = Pipeline::from_parts(reader, writer(), options);
-        let (paused_out, pauses) = run_paused(&mut paused, input, step);
-        PAUSES.with(|p| p.set(p.get() + pauses));
+        let paused_out = run(&mut paused, input, step, true);
         for (other, how) in [(&built_out, "built"), (&paused_out, "stopping")] {
             assert_eq!(
                 String::from_utf8_lossy(&lent_out.0),
@@ -190,7 +177,7 @@ fn same_both_ways<W: Writer>(
 }
 
 thread_local! {
-    /// How often a push stopped in [`same_both_ways`] on this test's thread.
+    /// How often a push stopped in [`run`] on this test's thread.
     static PAUSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
@@ -369,7 +356,7 @@ fn a_lent_delta_over_the_history_budget_ends_the_run_as_a_built_one_does() {
             writer(),
             spec.options.clone(),
         );
-        let (out, ..) = run(&mut pipeline, input, 1 << 20);
+        let (out, ..) = run(&mut pipeline, input, 1 << 20, false);
         let out = String::from_utf8_lossy(&out);
         let tail = &out[out.len().saturating_sub(200)..];
         assert!(tail.contains(r#"{"stopReason":"error"}"#), "{tail}");
