@@ -504,6 +504,23 @@ pub fn write_str(out: &mut BytesMut, s: &str) {
     }
 }
 
+/// Appends what stands between the quotes of `s` as a JSON string, as [`write_str`] writes it:
+/// for a string built from pieces.
+pub fn write_str_contents(out: &mut BytesMut, s: &str) {
+    let plain = plain_len(s.as_bytes());
+    out.extend_from_slice(&s.as_bytes()[..plain]);
+    let rest = &s[plain..];
+    if !rest.is_empty() {
+        // The rest starts with a byte to escape: written quoted, and the opening quote is
+        // overwritten (a piece of text is short; the move is a few bytes).
+        let at = out.len();
+        write_str(out, rest);
+        let end = out.len() - 1;
+        out.copy_within(at + 1..end, at);
+        out.truncate(end - 1);
+    }
+}
+
 const ONES: u64 = u64::from_le_bytes([0x01; 8]);
 const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
 

@@ -17,6 +17,7 @@ pub mod history;
 pub mod read;
 pub mod transcript;
 pub mod types;
+mod whole;
 mod write;
 
 pub use read::AapReader;

@@ -5,7 +5,9 @@
 //! - `delta`: `text_delta` / `thinking_delta` as they arrive. AAP deltas carry no message id,
 //!   so of two text (or two reasoning) messages open at once only the first streams live; the
 //!   other's text is read back from the transcript when the live one ends.
-//! - `message`: one `text` / `thinking` event per message, read from the transcript at its end.
+//! - `message`: one `text` / `thinking` event per message, written at its end; the live
+//!   message's event is built as its deltas arrive ([`super::whole`]), a waiting one's is read
+//!   from the transcript.
 //! - `none`: nothing until the terminal event, then the JSON `{stopReason, messages}`.
 //!
 //! Tool calls are written whole at `TOOL_CALL_END` (`tool_call`, input per §5), results as
@@ -28,6 +30,7 @@ use super::ext;
 use super::history::{content_to_aap, to_aap};
 use super::read::args_text;
 use super::types::{event as name, StopReason, StreamMode, TurnResponse};
+use super::whole::Whole;
 use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
 use crate::event::{args_object, DeltaKind, DeltaRef};
@@ -90,12 +93,15 @@ pub const TURN_START_FRAME: &[u8] = b"event: turn_start\ndata: {}\n\n";
 /// Prefix of a synthetic call standing for an interrupt without a tool call (§2.2).
 pub const INTERRUPT_CALL_PREFIX: &str = "intr:";
 
-/// One kind of message (text or reasoning) in delta mode: the live one and those waiting.
+/// One kind of message (text or reasoning) in the streaming modes: the live one and those
+/// waiting.
 #[derive(Debug, Default)]
 struct Lane {
     live: Option<String>,
     /// Started while another was live: (id, ended).
     waiting: VecDeque<(String, bool)>,
+    /// `message` mode: the live message's event so far, its text always the transcript's.
+    whole: Option<Whole>,
 }
 
 /// See the module docs.
@@ -276,39 +282,37 @@ impl AapWriter {
         if self.ext.enabled {
             self.ext.note(&event);
         }
+        if matches!(event, Event::MessagesSnapshot(_)) {
+            let at = Shown::new(&self.transcript, self.options.mode, Kind::Text);
+            self.text.reread(at);
+            let at = Shown::new(&self.transcript, self.options.mode, Kind::Thinking);
+            self.reasoning.reread(at);
+        }
         match event {
             Event::TextMessageStart(e) if streaming => {
-                self.text.start(e.message_id, &mut self.ext, out)
+                let at = Shown::new(&self.transcript, self.options.mode, Kind::Text);
+                self.text.start(e.message_id, at, &mut self.ext, out)
             }
             Event::ReasoningMessageStart(e) if streaming => {
-                self.reasoning.start(e.message_id, &mut self.ext, out)
+                let at = Shown::new(&self.transcript, self.options.mode, Kind::Thinking);
+                self.reasoning.start(e.message_id, at, &mut self.ext, out)
             }
-            Event::TextMessageContent(e)
-                if delta && self.text.live.as_deref() == Some(&e.message_id) =>
-            {
-                write_delta(out, name::TEXT_DELTA, &e.delta)
+            Event::TextMessageContent(e) if self.text.live.as_deref() == Some(&e.message_id) => {
+                self.text
+                    .shown_delta(delta, name::TEXT_DELTA, &e.delta, out)
             }
             Event::ReasoningMessageContent(e)
-                if delta && self.reasoning.live.as_deref() == Some(&e.message_id) =>
+                if self.reasoning.live.as_deref() == Some(&e.message_id) =>
             {
-                write_delta(out, name::THINKING_DELTA, &e.delta)
+                self.reasoning
+                    .shown_delta(delta, name::THINKING_DELTA, &e.delta, out)
             }
             Event::TextMessageEnd(e) if streaming => {
-                let mode = self.options.mode;
-                let at = Shown {
-                    transcript: &self.transcript,
-                    mode,
-                    kind: Kind::Text,
-                };
+                let at = Shown::new(&self.transcript, self.options.mode, Kind::Text);
                 self.text.end(&e.message_id, at, &mut self.ext, out)
             }
             Event::ReasoningMessageEnd(e) if streaming => {
-                let mode = self.options.mode;
-                let at = Shown {
-                    transcript: &self.transcript,
-                    mode,
-                    kind: Kind::Thinking,
-                };
+                let at = Shown::new(&self.transcript, self.options.mode, Kind::Thinking);
                 self.reasoning.end(&e.message_id, at, &mut self.ext, out)
             }
             Event::ToolCallEnd(e) => self.write_call(&e.tool_call_id, None, out),
@@ -531,13 +535,10 @@ impl AapWriter {
     fn end_turn(&mut self, stop: TurnStop, terminal: Option<Value>, out: &mut BytesMut) {
         if self.streaming() {
             let mode = self.options.mode;
-            let at = |kind| Shown {
-                transcript: &self.transcript,
-                mode,
-                kind,
-            };
-            self.reasoning.flush(at(Kind::Thinking), &mut self.ext, out);
-            self.text.flush(at(Kind::Text), &mut self.ext, out);
+            let at = Shown::new(&self.transcript, mode, Kind::Thinking);
+            self.reasoning.flush(at, &mut self.ext, out);
+            let at = Shown::new(&self.transcript, mode, Kind::Text);
+            self.text.flush(at, &mut self.ext, out);
             let mut data = json!({ "stopReason": stop.reason.as_str() });
             if let Some(terminal) = terminal {
                 data[ext::FIELD] = terminal;
@@ -618,6 +619,14 @@ impl Kind {
             (Kind::Thinking, _) => name::THINKING,
         }
     }
+
+    /// The key of a whole message's text in its event.
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Thinking => "thinking",
+        }
+    }
 }
 
 /// Where a lane's messages are shown from: their text, the mode, and which lane.
@@ -628,13 +637,62 @@ struct Shown<'a> {
     kind: Kind,
 }
 
+impl<'a> Shown<'a> {
+    fn new(transcript: &'a Transcript, mode: StreamMode, kind: Kind) -> Shown<'a> {
+        Shown {
+            transcript,
+            mode,
+            kind,
+        }
+    }
+}
+
 impl Lane {
-    fn start(&mut self, id: String, ext: &mut Ext, out: &mut BytesMut) {
+    fn start(&mut self, id: String, at: Shown<'_>, ext: &mut Ext, out: &mut BytesMut) {
         if self.live.is_none() {
             ext.open(&id, out);
-            self.live = Some(id);
+            self.go_live(id, at);
         } else {
             self.waiting.push_back((id, false));
+        }
+    }
+
+    /// Message `id` becomes the live one (in `message` mode, its event begins with its text
+    /// so far).
+    fn go_live(&mut self, id: String, at: Shown<'_>) {
+        if at.mode == StreamMode::Message {
+            let text = at.transcript.text_of(&id);
+            self.whole = Some(Whole::begin(at.kind.event(at.mode), at.kind.key(), text));
+        }
+        self.live = Some(id);
+    }
+
+    /// A delta of the live message, already in the transcript: written (`delta` mode) or added
+    /// to the message's event (`message` mode).
+    fn shown_delta(&mut self, delta_mode: bool, event: &str, delta: &str, out: &mut BytesMut) {
+        if delta_mode {
+            write_delta(out, event, delta);
+        } else if let Some(whole) = &mut self.whole {
+            whole.push(delta);
+        }
+    }
+
+    /// The transcript's messages were replaced (a snapshot): the live message's event starts
+    /// again from its text there.
+    fn reread(&mut self, at: Shown<'_>) {
+        if let Some(id) = self.live.take() {
+            self.go_live(id, at);
+        }
+    }
+
+    /// Writes the live message `id` whole (`message` mode).
+    fn write_live(&mut self, id: &str, at: Shown<'_>, out: &mut BytesMut) {
+        let text = at.transcript.text_of(id);
+        match self.whole.take() {
+            Some(whole) if whole.len() == text.len() => whole.finish(out),
+            // The transcript did not take the deltas (a snapshot had dropped the message):
+            // what it holds is what the message is.
+            _ => write_whole(out, at.kind, text),
         }
     }
 
@@ -665,7 +723,7 @@ impl Lane {
             return;
         }
         if mode == StreamMode::Message {
-            write_whole(out, kind, transcript.text_of(id));
+            self.write_live(id, at, out);
         }
         ext.close(id, kind, out);
         self.live = None;
@@ -677,7 +735,7 @@ impl Lane {
             if ended {
                 ext.close(&next, kind, out);
             } else {
-                self.live = Some(next);
+                self.go_live(next, at);
                 break;
             }
         }
@@ -696,7 +754,7 @@ impl Lane {
         // their end).
         if let Some(id) = self.live.take() {
             if mode == StreamMode::Message {
-                write_whole(out, kind, transcript.text_of(&id));
+                self.write_live(&id, at, out);
             }
             ext.close(&id, kind, out);
         }
@@ -763,21 +821,19 @@ impl crate::dialect::codec::Writer for AapWriter {
         let (appended, lane, name) = match delta.kind {
             DeltaKind::Text => (
                 self.transcript.append_text(delta.id, &text),
-                &self.text,
+                &mut self.text,
                 name::TEXT_DELTA,
             ),
             DeltaKind::Reasoning => (
                 self.transcript.append_reasoning(delta.id, &text),
-                &self.reasoning,
+                &mut self.reasoning,
                 name::THINKING_DELTA,
             ),
             DeltaKind::ToolArgs => return None,
         };
-        if appended.is_ok()
-            && self.options.mode == StreamMode::Delta
-            && lane.live.as_deref() == Some(delta.id)
-        {
-            write_delta(out, name, &text);
+        if appended.is_ok() && lane.live.as_deref() == Some(delta.id) {
+            let delta_mode = self.options.mode == StreamMode::Delta;
+            lane.shown_delta(delta_mode, name, &text, out);
         }
         Some(appended)
     }

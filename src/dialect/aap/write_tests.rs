@@ -106,6 +106,61 @@ fn a_whole_message_is_written_as_json_would_write_it() {
     assert_eq!(String::from_utf8_lossy(&out), expected);
 }
 
+/// The event built as the live message's deltas arrive shows what the transcript holds at its
+/// end: a snapshot's text (as long as the deltas it replaces, so that only the text tells them
+/// apart), then the deltas after it; nothing when the snapshot dropped the
+/// message (its later deltas have nowhere to go); a text and a reasoning message at once.
+#[test]
+fn a_message_shows_the_transcripts_text_after_a_snapshot() {
+    let start = json!({"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"});
+    let content = |d: &str| json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":d});
+    let end = json!({"type":"TEXT_MESSAGE_END","messageId":"m1"});
+    let snapshot = |messages| json!({"type":"MESSAGES_SNAPSHOT","messages":messages});
+    let kept = snapshot(json!([{"id":"m1","role":"assistant","content":"x\""}]));
+    let dropped = snapshot(json!([{"id":"u1","role":"user","content":"hi"}]));
+
+    let mut w = writer(StreamMode::Message, 1 << 20);
+    let out = feed(
+        &mut w,
+        &[
+            start.clone(),
+            content("ab"),
+            kept,
+            content("\n!"),
+            end.clone(),
+        ],
+    );
+    assert_eq!(
+        frames(&out),
+        [("text".to_owned(), json!({"text":"x\"\n!"}))]
+    );
+
+    let mut w = writer(StreamMode::Message, 1 << 20);
+    let out = feed(&mut w, &[start, content("ab"), dropped, content("c"), end]);
+    assert_eq!(frames(&out), []);
+
+    let mut w = writer(StreamMode::Message, 1 << 20);
+    let out = feed(
+        &mut w,
+        &[
+            json!({"type":"REASONING_MESSAGE_START","messageId":"r1","role":"reasoning"}),
+            json!({"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}),
+            json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r1","delta":"think"}),
+            json!({"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"say"}),
+            json!({"type":"TEXT_MESSAGE_END","messageId":"m2"}),
+            json!({"type":"REASONING_MESSAGE_CONTENT","messageId":"r1","delta":"ing"}),
+            json!({"type":"REASONING_MESSAGE_END","messageId":"r1"}),
+        ],
+    );
+    assert_eq!(
+        frames(&out),
+        [
+            ("text".to_owned(), json!({"text":"say"})),
+            ("thinking".to_owned(), json!({"thinking":"thinking"})),
+        ]
+    );
+}
+
 #[test]
 fn pending_calls_are_classified_client_or_permission() {
     let mut w = writer(StreamMode::Delta, 1 << 20);
