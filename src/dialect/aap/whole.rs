@@ -49,13 +49,8 @@ impl Whole {
             return;
         }
         if self.frame.is_empty() {
-            self.frame
-                .reserve(32 + self.event.len() + self.key.len() + text.len());
-            self.frame.extend_from_slice(b"event: ");
-            self.frame.extend_from_slice(self.event.as_bytes());
-            self.frame.extend_from_slice(b"\ndata: {\"");
-            self.frame.extend_from_slice(self.key.as_bytes());
-            self.frame.extend_from_slice(b"\":\"");
+            write_head(&mut self.frame, self.event, self.key, text.len());
+            self.frame.extend_from_slice(b"\"");
         }
         crate::json::write_str_contents(&mut self.frame, text);
         self.len += text.len();
@@ -75,6 +70,17 @@ impl Whole {
             out.extend_from_slice(&self.frame);
         }
     }
+}
+
+/// `event: <event>\ndata: {"<key>":`, with room for `len` bytes of value after it: the start of
+/// every AAP event whose data is one text member (a delta, a whole message).
+pub(super) fn write_head(out: &mut BytesMut, event: &str, key: &str, len: usize) {
+    out.reserve(32 + event.len() + key.len() + len);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(event.as_bytes());
+    out.extend_from_slice(b"\ndata: {\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use super::ext;
 use super::history::{content_to_aap, to_aap};
 use super::read::args_text;
 use super::types::{event as name, StopReason, StreamMode, TurnResponse};
-use super::whole::Whole;
+use super::whole::{write_head, Whole};
 use crate::dialect::aap::transcript::Transcript;
 use crate::error::Failure;
 use crate::event::{args_object, DeltaKind, DeltaRef};
@@ -785,12 +785,7 @@ fn write_delta(out: &mut BytesMut, event: &str, delta: &str) {
 /// serde_json would write, without building a JSON value and copying the text into it).
 fn write_text(out: &mut BytesMut, event: &str, key: &str, text: &str) {
     if !text.is_empty() {
-        out.reserve(32 + event.len() + key.len() + text.len());
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(event.as_bytes());
-        out.extend_from_slice(b"\ndata: {\"");
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":");
+        write_head(out, event, key, text.len());
         crate::json::write_str(out, text);
         out.extend_from_slice(b"}\n\n");
     }
